@@ -1,0 +1,89 @@
+package backend
+
+import (
+	"context"
+	"net/url"
+	"time"
+)
+
+// Driver is what a broker driver implements. All methods are safe for
+// concurrent use; see the package documentation for the guarantees.
+type Driver interface {
+	// Enqueue stores msgs in queue and returns one result per message, in
+	// order. All messages are valid. Drivers store a batch atomically where the
+	// broker allows it and document it where it does not.
+	Enqueue(ctx context.Context, queue string, msgs []Message) ([]EnqueueResult, error)
+
+	// Receive blocks until at least one message of queue is ready, then claims
+	// up to p.Max of them under leases of p.Lease. It returns ctx.Err() when ctx
+	// ends first.
+	Receive(ctx context.Context, queue string, p ReceiveParams) ([]Delivery, error)
+
+	// Ack deletes the messages whose receipts are current. errs has one entry
+	// per ref: nil, ErrLeaseLost, or another error for that ref alone. err
+	// reports a failure of the whole call.
+	Ack(ctx context.Context, refs []Ref) (errs []error, err error)
+
+	// Retry ends the lease and makes the message ready again no earlier than
+	// delay from now, keeping reason as its last error (an empty reason keeps
+	// the previous one). The attempt count is not reset.
+	Retry(ctx context.Context, ref Ref, delay time.Duration, reason string) error
+
+	// Dead ends the lease and moves the message to the queue's dead-letter
+	// store with reason and its attempt count.
+	Dead(ctx context.Context, ref Ref, reason string) error
+
+	// Extend moves the lease deadline to now + lease and returns it.
+	Extend(ctx context.Context, ref Ref, lease time.Duration) (time.Time, error)
+
+	// Close releases the driver's resources. It never acks.
+	Close() error
+}
+
+// Opener opens a driver from a URL whose scheme it was registered for. It
+// must reject query parameters it does not know with an ErrInvalid error.
+type Opener func(ctx context.Context, u *url.URL) (Driver, error)
+
+// Deduper is implemented by drivers that support dedup keys (R11). Without
+// it, enqueueing a message with a dedup key returns ErrUnsupported.
+type Deduper interface {
+	// DedupKeys reports whether this driver instance enforces dedup keys.
+	DedupKeys() bool
+}
+
+// DeadLetterer is implemented by drivers that can list, replay and purge dead
+// letters (R12). Without it those calls return ErrUnsupported; dead letters are
+// still kept by Driver.Dead.
+type DeadLetterer interface {
+	DeadList(ctx context.Context, queue string, p DeadListParams) (DeadPage, error)
+	// DeadReplay moves the selected dead letters back to ready with attempts
+	// reset and their dedup keys dropped, and returns how many moved.
+	DeadReplay(ctx context.Context, queue string, f DeadFilter) (int, error)
+	// DeadPurge deletes the selected dead letters and returns how many.
+	DeadPurge(ctx context.Context, queue string, f DeadFilter) (int, error)
+}
+
+// StatsReader is implemented by drivers that can count a queue's messages
+// (R13). Without it, Stats returns ErrUnsupported.
+type StatsReader interface {
+	QueueStats(ctx context.Context, queue string) (Stats, error)
+}
+
+// TxEnqueuer is implemented by drivers that can enqueue inside a transaction
+// the caller owns, so the message commits or rolls back with the caller's own
+// writes. tx is driver-specific (for PostgreSQL a pgx.Tx); a driver returns an
+// ErrInvalid error naming the types it accepts for any other value.
+type TxEnqueuer interface {
+	EnqueueTx(ctx context.Context, tx any, queue string, msgs []Message) ([]EnqueueResult, error)
+}
+
+// Pinger is implemented by drivers that can check the broker is reachable.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Namer is implemented by drivers that report a short name ("postgres") used
+// in error messages and logs.
+type Namer interface {
+	DriverName() string
+}

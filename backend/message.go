@@ -1,0 +1,133 @@
+package backend
+
+import "time"
+
+// Message is a validated message handed to Driver.Enqueue.
+type Message struct {
+	// ID is assigned by the portable layer (a time-ordered UUID in text form);
+	// drivers store it unchanged and return it in deliveries.
+	ID   string
+	Kind string
+	// Body is never nil; it may be empty.
+	Body    []byte
+	Headers map[string]string
+	// RunAt, when not zero, is the absolute time the message becomes ready.
+	RunAt time.Time
+	// Delay, used when RunAt is zero, is relative to the broker's clock at
+	// enqueue time. Zero means ready at once.
+	Delay time.Duration
+	// DedupKey, when not empty, must be unique among the queue's pending
+	// messages (only passed to drivers that implement Deduper).
+	DedupKey string
+	// MaxAttempts is the message's own limit; 0 means the client default.
+	MaxAttempts int
+	// EnqueuedAt is the client's clock at enqueue.
+	EnqueuedAt time.Time
+}
+
+// Due returns when m becomes ready, given the driver's current time.
+func (m *Message) Due(now time.Time) time.Time {
+	if !m.RunAt.IsZero() {
+		return m.RunAt
+	}
+	return now.Add(m.Delay)
+}
+
+// EnqueueResult is the outcome of one message of an Enqueue call.
+type EnqueueResult struct {
+	// ID is the stored message's id, or for a duplicate the id of the pending
+	// message that holds the dedup key.
+	ID string
+	// Duplicate reports that nothing was stored for this message because its
+	// dedup key was taken (by a pending message or by an earlier message of the
+	// same batch).
+	Duplicate bool
+}
+
+// Delivery is a message handed out under a lease.
+type Delivery struct {
+	Message
+	// Attempt counts deliveries of this message, this one included (1-based).
+	Attempt int
+	// Receipt identifies this lease (not just the message). Opaque to callers.
+	Receipt string
+	// Deadline is when the lease ends unless extended.
+	Deadline time.Time
+	// LastError is the reason given by the latest Retry, if any.
+	LastError string
+}
+
+// Ref identifies a delivery to settle: its queue, message id and receipt.
+type Ref struct {
+	Queue   string
+	ID      string
+	Receipt string
+}
+
+// ReceiveParams are the validated arguments of Driver.Receive.
+type ReceiveParams struct {
+	// Max is the most messages to return, at least 1.
+	Max int
+	// Lease is the visibility timeout of each delivery, positive.
+	Lease time.Duration
+}
+
+// DeadLetter is a message in a queue's dead-letter store.
+type DeadLetter struct {
+	Message
+	Queue string
+	// Attempts is the number of deliveries the message had.
+	Attempts int
+	// Reason is why it was dead-lettered.
+	Reason string
+	// DeadAt is when it was dead-lettered.
+	DeadAt time.Time
+}
+
+// DeadListParams select and page dead letters.
+type DeadListParams struct {
+	// Kind, when not empty, keeps only dead letters of that kind.
+	Kind string
+	// Limit is the page size, at least 1.
+	Limit int
+	// Cursor continues a listing from DeadPage.Next; empty starts at the oldest.
+	Cursor string
+}
+
+// DeadPage is one page of dead letters, oldest first.
+type DeadPage struct {
+	Letters []DeadLetter
+	// Next is the cursor of the following page, empty at the end.
+	Next string
+}
+
+// DeadFilter selects dead letters for replay or purge. The zero filter
+// selects all of the queue's dead letters; IDs and Kind both narrow it.
+type DeadFilter struct {
+	IDs  []string
+	Kind string
+}
+
+// Stats are a queue's counts. They are exact on a quiescent queue.
+type Stats struct {
+	Ready   int64
+	Delayed int64
+	Leased  int64
+	Dead    int64
+	// OldestReadyAt is when the oldest ready message became ready (its run-at,
+	// or its enqueue time). Zero when no message is ready.
+	OldestReadyAt time.Time
+	// DeadByKind counts dead letters per kind; nil when the driver cannot tell.
+	DeadByKind map[string]int64
+}
+
+// OldestReadyAge is the age of the oldest ready message at now, zero when none.
+func (s Stats) OldestReadyAge(now time.Time) time.Duration {
+	if s.OldestReadyAt.IsZero() {
+		return 0
+	}
+	if d := now.Sub(s.OldestReadyAt); d > 0 {
+		return d
+	}
+	return 0
+}

@@ -1,0 +1,99 @@
+package conformance
+
+import (
+	"context"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Feature names a promise of the contract that a driver may not keep. A
+// harness lists the ones its driver lacks in Harness.Missing, with a reason;
+// the tests that need them skip with that reason. Everything else must pass.
+type Feature string
+
+// Features the suite knows.
+const (
+	// FeatureDedup: dedup keys (R11); the driver implements backend.Deduper.
+	FeatureDedup Feature = "dedup"
+	// FeatureDeadLetters: list, replay and purge dead letters (R12); the
+	// driver implements backend.DeadLetterer.
+	FeatureDeadLetters Feature = "dead-letters"
+	// FeatureStats: queue counts (R13); the driver implements
+	// backend.StatsReader.
+	FeatureStats Feature = "stats"
+	// FeatureOldestReady: Stats.OldestReadyAt is filled in.
+	FeatureOldestReady Feature = "stats-oldest-ready"
+	// FeatureDeadByKind: Stats.DeadByKind is filled in.
+	FeatureDeadByKind Feature = "stats-dead-by-kind"
+	// FeatureConcurrentClaims: competing consumers never hold one message at
+	// once (R2 under concurrency). Only a broken server lacks it.
+	FeatureConcurrentClaims Feature = "concurrent-claims"
+	// FeatureTxEnqueue: enqueue inside a caller's transaction; the driver
+	// implements backend.TxEnqueuer and the harness sets BeginTx.
+	FeatureTxEnqueue Feature = "tx-enqueue"
+	// FeatureAtomicBatch: a failed Enqueue of a batch stores none of it.
+	FeatureAtomicBatch Feature = "atomic-batch"
+)
+
+// AllFeatures lists every Feature, for drivers that want to print a table.
+var AllFeatures = []Feature{
+	FeatureDedup, FeatureDeadLetters, FeatureStats, FeatureOldestReady, FeatureDeadByKind,
+	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch,
+}
+
+// Tx is a transaction begun by Harness.BeginTx.
+type Tx struct {
+	// Value is passed to Client.EnqueueTx (for PostgreSQL a pgx.Tx).
+	Value    any
+	Commit   func(ctx context.Context) error
+	Rollback func(ctx context.Context) error
+}
+
+// Harness tells the suite how to reach one driver.
+type Harness struct {
+	// Open returns a new, independent driver instance with its own
+	// connections, as a separate process would have. The suite opens several
+	// to play competing consumers and crashed consumers, and closes each.
+	// Required.
+	Open func(ctx context.Context) (backend.Driver, error)
+
+	// Missing maps each feature the driver lacks to the reason, printed in
+	// the skip line.
+	Missing map[Feature]string
+
+	// BeginTx begins a transaction on the broker for the transactional
+	// enqueue tests. Required unless FeatureTxEnqueue is missing.
+	BeginTx func(ctx context.Context) (Tx, error)
+
+	// Lease is the short lease the tests use; default 1s.
+	Lease time.Duration
+
+	// RedeliveryBound is how long after a lease deadline, a retry delay or a
+	// run-at the message must be receivable again; default 3s. Drivers whose
+	// blocked receivers poll set it to their poll interval plus a margin.
+	RedeliveryBound time.Duration
+
+	// WakeupBound is how soon a Receive blocked on an empty queue must return
+	// after an enqueue; default 2s.
+	WakeupBound time.Duration
+
+	// QueuePrefix starts every queue name the suite makes (default "conf"),
+	// so leftovers are easy to find. Each test uses fresh, random names.
+	QueuePrefix string
+}
+
+func (h *Harness) defaults() {
+	if h.Lease == 0 {
+		h.Lease = time.Second
+	}
+	if h.RedeliveryBound == 0 {
+		h.RedeliveryBound = 3 * time.Second
+	}
+	if h.WakeupBound == 0 {
+		h.WakeupBound = 2 * time.Second
+	}
+	if h.QueuePrefix == "" {
+		h.QueuePrefix = "conf"
+	}
+}

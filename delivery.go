@@ -1,0 +1,233 @@
+package fila
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Delivery is a message received under a lease. Settle it exactly once with
+// Ack, Retry or Dead; Extend keeps it invisible for longer while work goes on.
+// Its methods are safe for concurrent use (a heartbeat may Extend while the
+// handler runs).
+type Delivery struct {
+	ID      string
+	Queue   string
+	Kind    string
+	Body    []byte
+	Headers map[string]string
+	// Attempt counts deliveries of this message, this one included: 1 on the
+	// first delivery, more after retries, expired leases and crashes.
+	Attempt int
+	// MaxAttempts is the limit in force for this message.
+	MaxAttempts int
+	// EnqueuedAt is when the message was first enqueued.
+	EnqueuedAt time.Time
+	// LastError is the reason given by the latest Retry, if any.
+	LastError string
+	// DedupKey is the message's dedup key, if any.
+	DedupKey string
+
+	c  *Client
+	mu sync.Mutex
+	// receipt identifies the lease; settled is set once Ack, Retry or Dead
+	// succeeded or found the lease lost.
+	receipt  string
+	deadline time.Time
+	settled  bool
+}
+
+func (c *Client) newDelivery(queue string, bd *backend.Delivery) *Delivery {
+	max := bd.MaxAttempts
+	if max == 0 {
+		max = c.opts.maxAttempts
+	}
+	body := bd.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return &Delivery{
+		ID: bd.ID, Queue: queue, Kind: bd.Kind, Body: body, Headers: bd.Headers,
+		Attempt: bd.Attempt, MaxAttempts: max, EnqueuedAt: bd.EnqueuedAt,
+		LastError: bd.LastError, DedupKey: bd.DedupKey,
+		c: c, receipt: bd.Receipt, deadline: bd.Deadline,
+	}
+}
+
+// Deadline is when the lease ends unless extended.
+func (d *Delivery) Deadline() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.deadline
+}
+
+// Receipt is the opaque token of this lease.
+func (d *Delivery) Receipt() string { return d.receipt }
+
+func (d *Delivery) ref() backend.Ref {
+	return backend.Ref{Queue: d.Queue, ID: d.ID, Receipt: d.receipt}
+}
+
+// settle runs op unless the delivery was already settled. A success or a lost
+// lease marks it settled; other errors (a broken connection) leave it open so
+// the caller may try again.
+func (d *Delivery) settle(ctx context.Context, op func(ctx context.Context) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.settled {
+		return ErrLeaseLost
+	}
+	cctx, leave, err := d.c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	err = d.c.done(ctx, op(cctx))
+	if err == nil || err == ErrLeaseLost || isLeaseLost(err) {
+		d.settled = true
+	}
+	return err
+}
+
+// Ack marks the message done; it is never delivered again. ErrLeaseLost
+// means the lease had ended (someone else may be running the message) and
+// nothing changed.
+func (d *Delivery) Ack(ctx context.Context) error {
+	return d.settle(ctx, func(ctx context.Context) error {
+		errs, err := d.c.drv.Ack(ctx, []backend.Ref{d.ref()})
+		if err != nil {
+			return err
+		}
+		if len(errs) == 1 {
+			return errs[0]
+		}
+		return nil
+	})
+}
+
+// Retry ends the lease and makes the message receivable again no earlier
+// than delay from now, keeping reason as its last error. The attempt count
+// goes on; past max attempts the message is dead-lettered.
+func (d *Delivery) Retry(ctx context.Context, delay time.Duration, reason string) error {
+	if err := validateDelay(delay, "retry delay"); err != nil {
+		return err
+	}
+	reason = cleanReason(reason)
+	return d.settle(ctx, func(ctx context.Context) error {
+		return d.c.drv.Retry(ctx, d.ref(), delay, reason)
+	})
+}
+
+// Release gives the message back at once without recording an error, for a
+// consumer that received it but will not run it. The delivery still counts as
+// an attempt.
+func (d *Delivery) Release(ctx context.Context) error {
+	return d.settle(ctx, func(ctx context.Context) error {
+		return d.c.drv.Retry(ctx, d.ref(), 0, "")
+	})
+}
+
+// Dead moves the message to its queue's dead-letter store with reason. It is
+// not delivered again unless replayed.
+func (d *Delivery) Dead(ctx context.Context, reason string) error {
+	if reason == "" {
+		reason = "dead-lettered by consumer"
+	}
+	reason = cleanReason(reason)
+	return d.settle(ctx, func(ctx context.Context) error {
+		return d.c.drv.Dead(ctx, d.ref(), reason)
+	})
+}
+
+// Extend moves the lease deadline to now + lease while the lease is current.
+func (d *Delivery) Extend(ctx context.Context, lease time.Duration) error {
+	if err := validateLease(lease); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.settled {
+		return ErrLeaseLost
+	}
+	cctx, leave, err := d.c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	deadline, err := d.c.drv.Extend(cctx, d.ref(), lease)
+	if err != nil {
+		err = d.c.done(ctx, err)
+		if isLeaseLost(err) {
+			d.settled = true
+		}
+		return err
+	}
+	d.deadline = deadline
+	return nil
+}
+
+// AckBatch acks many deliveries of one client in as few round trips as the
+// driver allows. It returns nil when all were acked, otherwise an error
+// joining one error per failed delivery (each wrapping ErrLeaseLost or the
+// cause), so errors.Is(err, ErrLeaseLost) works.
+func (c *Client) AckBatch(ctx context.Context, ds []*Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	var (
+		refs []backend.Ref
+		live []*Delivery
+		errs []error
+	)
+	seen := make(map[*Delivery]bool, len(ds))
+	for _, d := range ds {
+		if seen[d] {
+			errs = append(errs, deliveryErr(d, ErrLeaseLost))
+			continue
+		}
+		seen[d] = true
+		if d.c != c {
+			errs = append(errs, invalidf("delivery %s was received by another client", d.ID))
+			continue
+		}
+		d.mu.Lock() // held until the outcome is known, like Ack
+		if d.settled {
+			d.mu.Unlock()
+			errs = append(errs, deliveryErr(d, ErrLeaseLost))
+			continue
+		}
+		refs = append(refs, d.ref())
+		live = append(live, d)
+	}
+	defer func() {
+		for _, d := range live {
+			d.mu.Unlock()
+		}
+	}()
+	if len(refs) > 0 {
+		per, err := c.drv.Ack(cctx, refs)
+		if err != nil {
+			return c.done(ctx, err)
+		}
+		for i, d := range live {
+			var e error
+			if i < len(per) {
+				e = per[i]
+			}
+			if e == nil || isLeaseLost(e) {
+				d.settled = true
+			}
+			if e != nil {
+				errs = append(errs, deliveryErr(d, e))
+			}
+		}
+	}
+	return joinErrors(errs)
+}

@@ -1,0 +1,41 @@
+package fila
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Errors returned by Fila. They are the same values as in package backend,
+// so errors.Is works whichever package a driver used. Context errors are
+// returned unwrapped.
+var (
+	ErrClosed      = backend.ErrClosed
+	ErrLeaseLost   = backend.ErrLeaseLost
+	ErrDuplicate   = backend.ErrDuplicate
+	ErrInvalid     = backend.ErrInvalid
+	ErrTooLarge    = backend.ErrTooLarge
+	ErrUnsupported = backend.ErrUnsupported
+)
+
+// DuplicateError carries the id of the pending message holding a dedup key;
+// it matches ErrDuplicate.
+type DuplicateError = backend.DuplicateError
+
+// UnsupportedError names the driver and the capability it lacks; it matches
+// ErrUnsupported.
+type UnsupportedError = backend.UnsupportedError
+
+func isLeaseLost(err error) bool { return errors.Is(err, ErrLeaseLost) }
+
+func deliveryErr(d *Delivery, err error) error {
+	return fmt.Errorf("delivery %s: %w", d.ID, err)
+}
+
+func joinErrors(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.Join(errs...)
+}

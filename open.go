@@ -1,0 +1,114 @@
+package fila
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/fila-go/fila/backend"
+)
+
+var registry struct {
+	sync.RWMutex
+	openers map[string]backend.Opener
+}
+
+// Register makes a driver available to Open under a URL scheme. Drivers call
+// it from init, so importing a driver package for its side effect is enough:
+//
+//	import _ "github.com/fila-go/fila/postgres"
+//
+// Register panics if opener is nil or the scheme is taken, like sql.Register.
+func Register(scheme string, opener backend.Opener) {
+	if opener == nil {
+		panic("fila: Register opener is nil")
+	}
+	scheme = strings.ToLower(scheme)
+	registry.Lock()
+	defer registry.Unlock()
+	if registry.openers == nil {
+		registry.openers = map[string]backend.Opener{}
+	}
+	if _, dup := registry.openers[scheme]; dup {
+		panic("fila: Register called twice for scheme " + scheme)
+	}
+	registry.openers[scheme] = opener
+}
+
+// Schemes returns the registered URL schemes, sorted.
+func Schemes() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]string, 0, len(registry.openers))
+	for s := range registry.openers {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// knownDrivers maps schemes to the package that registers them, for the
+// error message of a missing import.
+var knownDrivers = map[string]string{
+	"mem":         "github.com/fila-go/fila/memory",
+	"postgres":    "github.com/fila-go/fila/postgres",
+	"postgresql":  "github.com/fila-go/fila/postgres",
+	"redis":       "github.com/fila-go/fila/redis",
+	"rediss":      "github.com/fila-go/fila/redis",
+	"amqp":        "github.com/fila-go/fila/rabbitmq",
+	"amqps":       "github.com/fila-go/fila/rabbitmq",
+	"mongodb":     "github.com/fila-go/fila/mongo",
+	"mongodb+srv": "github.com/fila-go/fila/mongo",
+}
+
+// Open opens a client for the broker named by rawURL's scheme: mem://,
+// postgres://, redis://, amqp://, mongodb:// (and their TLS variants). The
+// driver package must be imported (for its side effect) to register its
+// scheme. Query parameters configure the driver; unknown ones are an error.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, invalidf("broker URL: %v", redactErr(err))
+	}
+	if u.Scheme == "" {
+		return nil, invalidf("broker URL %q has no scheme; known schemes: %s", Redact(rawURL), strings.Join(Schemes(), ", "))
+	}
+	scheme := strings.ToLower(u.Scheme)
+	registry.RLock()
+	opener := registry.openers[scheme]
+	registry.RUnlock()
+	if opener == nil {
+		msg := fmt.Sprintf("no driver registered for scheme %q (registered: %s)", scheme, strings.Join(Schemes(), ", "))
+		if pkg, ok := knownDrivers[scheme]; ok {
+			msg += fmt.Sprintf(`; add import _ %q`, pkg)
+		}
+		return nil, invalidf("%s", msg)
+	}
+	drv, err := opener(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("fila: open %s: %w", Redact(rawURL), err)
+	}
+	return New(drv, opts...), nil
+}
+
+// Redact returns rawURL with any password replaced by "xxxxx", for logs and
+// errors.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// redactErr drops the URL text url.Parse puts into its errors (it may carry a
+// password).
+func redactErr(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}

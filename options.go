@@ -1,0 +1,91 @@
+package fila
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults used when an Option does not say otherwise.
+const (
+	DefaultLease        = 30 * time.Second
+	DefaultMaxAttempts  = 10
+	DefaultMaxBodyBytes = 256 << 10
+	// MaxReceive is the most messages one Receive may ask for.
+	MaxReceive = 1000
+	// MaxBatch is the most messages one EnqueueBatch may carry.
+	MaxBatch = 10000
+)
+
+// Limits on names and headers, enforced for every driver.
+const (
+	MaxQueueNameLen   = 128
+	MaxKindLen        = 255
+	MaxHeaderKeyLen   = 256
+	MaxHeaderBytes    = 16 << 10 // keys and values together
+	MaxDedupKeyLen    = 512
+	MaxReasonBytes    = 16 << 10 // longer reasons are truncated, not refused
+	maxMaxAttempts    = 1 << 20
+	maxDelay          = 100 * 365 * 24 * time.Hour
+	minLease          = time.Millisecond
+	maxLease          = 7 * 24 * time.Hour
+	maxReceiveDefault = MaxReceive
+)
+
+type options struct {
+	lease        time.Duration
+	maxAttempts  int
+	maxBodyBytes int
+	logger       *slog.Logger
+}
+
+func defaultOptions() options {
+	return options{
+		lease:        DefaultLease,
+		maxAttempts:  DefaultMaxAttempts,
+		maxBodyBytes: DefaultMaxBodyBytes,
+		logger:       slog.Default(),
+	}
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+// WithLease sets the lease used when ReceiveParams.Lease is zero
+// (default 30s). Values below 1ms are ignored.
+func WithLease(d time.Duration) Option {
+	return func(o *options) {
+		if d >= minLease && d <= maxLease {
+			o.lease = d
+		}
+	}
+}
+
+// WithMaxAttempts sets the max attempts of messages that do not set their own
+// (default 10). Values below 1 are ignored.
+func WithMaxAttempts(n int) Option {
+	return func(o *options) {
+		if n >= 1 && n <= maxMaxAttempts {
+			o.maxAttempts = n
+		}
+	}
+}
+
+// WithMaxBodyBytes sets the largest body Enqueue accepts (default 256 KiB);
+// larger bodies fail with ErrTooLarge. Values below 1 are ignored.
+func WithMaxBodyBytes(n int) Option {
+	return func(o *options) {
+		if n >= 1 {
+			o.maxBodyBytes = n
+		}
+	}
+}
+
+// WithLogger sets the logger for the client's own events (dead-lettering on
+// max attempts, background failures). Default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package fila
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Message is what a producer enqueues. Keep bodies small: put ids in them,
+// not whole objects, so a retried job reads fresh data.
+type Message struct {
+	// Kind names the handler that processes the message ("email.send").
+	// Required.
+	Kind string
+	// Body is opaque bytes; nil is stored as empty.
+	Body []byte
+	// Headers are string metadata carried with the message (trace context,
+	// tenant, content type).
+	Headers map[string]string
+	// RunAt delays the message until this time. Set RunAt or Delay, not both.
+	RunAt time.Time
+	// Delay delays the message by this long from enqueue.
+	Delay time.Duration
+	// DedupKey, when set, makes Enqueue return ErrDuplicate while another
+	// pending message of the queue holds the same key. Drivers without dedup
+	// support return ErrUnsupported.
+	DedupKey string
+	// MaxAttempts overrides the client's default (WithMaxAttempts).
+	MaxAttempts int
+}
+
+// ReceiveParams tune Receive.
+type ReceiveParams struct {
+	// Max is the most messages to return; 0 means 1. At most MaxReceive.
+	Max int
+	// Lease is how long each delivery stays invisible to other consumers; 0
+	// means the client's default (WithLease). Negative is ErrInvalid.
+	Lease time.Duration
+}
+
+// Client is a handle to one broker. It is safe for concurrent use; open one
+// per process and share it.
+type Client struct {
+	drv   backend.Driver
+	opts  options
+	name  string
+	dedup bool
+
+	mu       sync.RWMutex
+	closed   bool
+	closeCtx context.Context // cancelled by Close, ending blocked calls
+	cancel   context.CancelFunc
+	// inflight counts calls in progress so Close can wait for them.
+	inflight sync.WaitGroup
+}
+
+// New returns a Client over a driver value, for callers that build the
+// driver themselves (like sql.OpenDB). Most callers use Open.
+func New(drv backend.Driver, opts ...Option) *Client {
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	c := &Client{drv: drv, opts: o, name: "unnamed"}
+	c.closeCtx, c.cancel = context.WithCancel(context.Background())
+	if n, ok := drv.(backend.Namer); ok {
+		c.name = n.DriverName()
+	}
+	if d, ok := drv.(backend.Deduper); ok {
+		c.dedup = d.DedupKeys()
+	}
+	return c
+}
+
+// Driver returns the underlying driver, for driver-specific features.
+func (c *Client) Driver() backend.Driver { return c.drv }
+
+// enter marks the start of a call; it fails with ErrClosed after Close. The
+// returned context is cancelled when the client closes, so blocked calls end.
+func (c *Client) enter(ctx context.Context) (context.Context, func(), error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return nil, nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	c.inflight.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.closeCtx, cancel)
+	return ctx, func() { stop(); cancel(); c.inflight.Done() }, nil
+}
+
+// done maps an error from a call made under enter: a cancellation caused by
+// Close becomes ErrClosed; the caller's context errors stay unwrapped.
+func (c *Client) done(parent context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if parent.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && c.isClosed() {
+		return ErrClosed
+	}
+	if perr := parent.Err(); perr != nil && errors.Is(err, perr) {
+		return perr
+	}
+	return err
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.closed
+}
+
+// Close closes the client: calls in progress end with ErrClosed, later calls
+// return ErrClosed. Close never acks: messages leased by this client are
+// released by the driver or come back when their leases expire. Closing twice
+// is harmless.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.cancel()
+	c.mu.Unlock()
+	c.inflight.Wait()
+	return c.drv.Close()
+}
+
+// Enqueue stores one message in queue and returns its id. With a dedup key
+// held by a pending message it returns a *DuplicateError (ErrDuplicate) that
+// carries the holder's id.
+func (c *Client) Enqueue(ctx context.Context, queue string, m Message) (string, error) {
+	ids, err := c.EnqueueBatch(ctx, queue, []Message{m})
+	if len(ids) == 1 {
+		return ids[0], err
+	}
+	return "", err
+}
+
+// EnqueueBatch stores msgs in queue and returns their ids in order. The
+// batch is validated whole first: one invalid message fails the call and
+// stores nothing. Messages whose dedup keys are taken are not stored: their
+// slots hold the holders' ids and the error is a *DuplicateError for the
+// first of them, with every other message stored.
+func (c *Client) EnqueueBatch(ctx context.Context, queue string, msgs []Message) ([]string, error) {
+	bms, err := c.prepareBatch(queue, msgs)
+	if err != nil {
+		return nil, err
+	}
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	res, err := c.drv.Enqueue(cctx, queue, bms)
+	if err != nil {
+		return nil, c.done(ctx, err)
+	}
+	return enqueueIDs(queue, bms, res)
+}
+
+// EnqueueTx enqueues msgs inside a transaction the caller owns, so they
+// commit or roll back with the caller's own writes. The type of tx depends on
+// the driver (for PostgreSQL, a pgx.Tx); drivers without transactional
+// enqueue return ErrUnsupported.
+func (c *Client) EnqueueTx(ctx context.Context, tx any, queue string, msgs ...Message) ([]string, error) {
+	txe, ok := c.drv.(backend.TxEnqueuer)
+	if !ok {
+		return nil, &UnsupportedError{Driver: c.name, Capability: "transactional enqueue"}
+	}
+	bms, err := c.prepareBatch(queue, msgs)
+	if err != nil {
+		return nil, err
+	}
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	res, err := txe.EnqueueTx(cctx, tx, queue, bms)
+	if err != nil {
+		return nil, c.done(ctx, err)
+	}
+	return enqueueIDs(queue, bms, res)
+}
+
+func (c *Client) prepareBatch(queue string, msgs []Message) ([]backend.Message, error) {
+	if err := ValidateQueueName(queue); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, invalidf("batch is empty")
+	}
+	if len(msgs) > MaxBatch {
+		return nil, invalidf("batch has %d messages; the limit is %d", len(msgs), MaxBatch)
+	}
+	now := time.Now()
+	bms := make([]backend.Message, len(msgs))
+	for i := range msgs {
+		bm, err := c.prepare(&msgs[i], now)
+		if err != nil {
+			if len(msgs) > 1 {
+				return nil, fmt.Errorf("message %d of the batch: %w", i, err)
+			}
+			return nil, err
+		}
+		bms[i] = bm
+	}
+	return bms, nil
+}
+
+func enqueueIDs(queue string, bms []backend.Message, res []backend.EnqueueResult) ([]string, error) {
+	if len(res) != len(bms) {
+		return nil, fmt.Errorf("fila: driver returned %d results for %d messages", len(res), len(bms))
+	}
+	ids := make([]string, len(res))
+	var dup error
+	for i, r := range res {
+		ids[i] = r.ID
+		if r.Duplicate && dup == nil {
+			dup = &DuplicateError{Queue: queue, DedupKey: bms[i].DedupKey, ID: r.ID}
+		}
+	}
+	return ids, dup
+}
+
+// Receive blocks until at least one message of queue is available or ctx
+// ends, and returns up to p.Max deliveries, each leased for p.Lease. A
+// message whose attempt would exceed its max attempts is dead-lettered with
+// reason "max attempts exceeded" instead of being returned.
+func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]*Delivery, error) {
+	if err := ValidateQueueName(queue); err != nil {
+		return nil, err
+	}
+	if p.Max < 0 || p.Max > MaxReceive {
+		return nil, invalidf("receive max %d must be between 0 (one) and %d", p.Max, MaxReceive)
+	}
+	if p.Max == 0 {
+		p.Max = 1
+	}
+	if p.Lease == 0 {
+		p.Lease = c.opts.lease
+	}
+	if err := validateLease(p.Lease); err != nil {
+		return nil, err
+	}
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	for {
+		bds, err := c.drv.Receive(cctx, queue, backend.ReceiveParams{Max: p.Max, Lease: p.Lease})
+		if err != nil {
+			return nil, c.done(ctx, err)
+		}
+		out := make([]*Delivery, 0, len(bds))
+		for i := range bds {
+			bd := &bds[i]
+			max := bd.MaxAttempts
+			if max == 0 {
+				max = c.opts.maxAttempts
+			}
+			if bd.Attempt > max {
+				c.deadExhausted(cctx, queue, bd, max)
+				continue
+			}
+			out = append(out, c.newDelivery(queue, bd))
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+}
+
+func (c *Client) deadExhausted(ctx context.Context, queue string, bd *backend.Delivery, max int) {
+	ref := backend.Ref{Queue: queue, ID: bd.ID, Receipt: bd.Receipt}
+	err := c.drv.Dead(ctx, ref, ReasonMaxAttempts)
+	log := c.opts.logger.With(slog.String("queue", queue), slog.String("kind", bd.Kind),
+		slog.String("id", bd.ID), slog.Int("attempt", bd.Attempt), slog.Int("max_attempts", max))
+	switch {
+	case err == nil:
+		log.Warn("fila: message dead-lettered: max attempts exceeded", slog.String("last_error", bd.LastError))
+	case errors.Is(err, ErrLeaseLost):
+		// Someone else holds it now; they will see the same attempt count.
+	default:
+		// The lease will expire and the next receiver tries again.
+		log.Error("fila: dead-lettering an exhausted message failed; it will be retried when its lease expires", slog.Any("error", err))
+	}
+}
+
+// ReasonMaxAttempts is the dead-letter reason of a message delivered more
+// times than its max attempts.
+const ReasonMaxAttempts = "max attempts exceeded"
