@@ -1,0 +1,267 @@
+package memory
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Driver is one connection to a Broker. It implements backend.Driver and
+// every optional capability.
+type Driver struct {
+	b         *Broker
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var (
+	_ backend.Driver       = (*Driver)(nil)
+	_ backend.Deduper      = (*Driver)(nil)
+	_ backend.DeadLetterer = (*Driver)(nil)
+	_ backend.StatsReader  = (*Driver)(nil)
+	_ backend.TxEnqueuer   = (*Driver)(nil)
+	_ backend.Namer        = (*Driver)(nil)
+)
+
+// DriverName returns "memory".
+func (d *Driver) DriverName() string { return "memory" }
+
+// DedupKeys reports true: the memory driver enforces dedup keys.
+func (d *Driver) DedupKeys() bool { return true }
+
+func (d *Driver) check(ctx context.Context) error {
+	select {
+	case <-d.closed:
+		return backend.ErrClosed
+	default:
+	}
+	return ctx.Err()
+}
+
+// Close closes this driver instance. Its leases are left to expire.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() { close(d.closed) })
+	return nil
+}
+
+// Enqueue stores msgs atomically.
+func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	res := b.insertLocked(queue, msgs)
+	b.wakeLocked()
+	return res, nil
+}
+
+// insertLocked stores msgs, skipping those whose dedup key is held.
+func (b *Broker) insertLocked(queue string, msgs []backend.Message) []backend.EnqueueResult {
+	q := b.queueLocked(queue)
+	now := b.clock.Now()
+	res := make([]backend.EnqueueResult, len(msgs))
+	for i := range msgs {
+		m := msgs[i]
+		if m.DedupKey != "" {
+			if holder, ok := q.dedup[m.DedupKey]; ok {
+				res[i] = backend.EnqueueResult{ID: holder, Duplicate: true}
+				continue
+			}
+			q.dedup[m.DedupKey] = m.ID
+		}
+		b.seq++
+		q.msgs[m.ID] = &msg{Message: m, seq: b.seq, due: m.Due(now)}
+		res[i] = backend.EnqueueResult{ID: m.ID}
+	}
+	return res
+}
+
+// Receive claims up to p.Max receivable messages, blocking until there is one.
+func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	b := d.b
+	for {
+		if err := d.check(ctx); err != nil {
+			return nil, err
+		}
+		b.mu.Lock()
+		out, next := b.claimLocked(queue, p)
+		changed := b.changed
+		b.mu.Unlock()
+		if len(out) > 0 {
+			return out, nil
+		}
+		var timer <-chan time.Time
+		if !next.IsZero() {
+			timer = b.clock.After(next.Sub(b.clock.Now()))
+		}
+		select {
+		case <-changed:
+		case <-timer:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-d.closed:
+			return nil, backend.ErrClosed
+		}
+	}
+}
+
+// claimLocked leases up to p.Max messages, oldest receivable first. When it
+// finds none it returns when the next one becomes receivable (zero: never).
+func (b *Broker) claimLocked(queue string, p backend.ReceiveParams) ([]backend.Delivery, time.Time) {
+	q := b.queues[queue]
+	if q == nil {
+		return nil, time.Time{}
+	}
+	now := b.clock.Now()
+	var ready []*msg
+	var next time.Time
+	for _, m := range q.msgs {
+		at := m.receivableAt()
+		if !at.After(now) {
+			ready = append(ready, m)
+		} else if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	if len(ready) == 0 {
+		return nil, next
+	}
+	sort.Slice(ready, func(i, j int) bool {
+		ai, aj := ready[i].receivableAt(), ready[j].receivableAt()
+		if !ai.Equal(aj) {
+			return ai.Before(aj)
+		}
+		return ready[i].seq < ready[j].seq
+	})
+	if len(ready) > p.Max {
+		ready = ready[:p.Max]
+	}
+	out := make([]backend.Delivery, len(ready))
+	for i, m := range ready {
+		b.tokens++
+		m.token = strconv.FormatInt(b.tokens, 36)
+		m.deadline = now.Add(p.Lease)
+		m.attempts++
+		out[i] = m.delivery()
+	}
+	return out, time.Time{}
+}
+
+func (m *msg) delivery() backend.Delivery {
+	bm := m.Message
+	bm.Body = append([]byte{}, m.Body...)
+	if m.Headers != nil {
+		h := make(map[string]string, len(m.Headers))
+		for k, v := range m.Headers {
+			h[k] = v
+		}
+		bm.Headers = h
+	}
+	return backend.Delivery{
+		Message: bm, Attempt: m.attempts, Receipt: m.token,
+		Deadline: m.deadline, LastError: m.lastError,
+	}
+}
+
+// leasedLocked returns the message ref names if ref's receipt is its
+// current lease.
+func (b *Broker) leasedLocked(ref backend.Ref) (*queue, *msg, error) {
+	q := b.queues[ref.Queue]
+	if q == nil {
+		return nil, nil, backend.ErrLeaseLost
+	}
+	m := q.msgs[ref.ID]
+	if m == nil || m.token == "" || m.token != ref.Receipt {
+		return nil, nil, backend.ErrLeaseLost
+	}
+	return q, m, nil
+}
+
+func (q *queue) removeLocked(m *msg) {
+	delete(q.msgs, m.ID)
+	if m.DedupKey != "" && q.dedup[m.DedupKey] == m.ID {
+		delete(q.dedup, m.DedupKey)
+	}
+}
+
+// Ack deletes the messages whose receipts are current.
+func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	errs := make([]error, len(refs))
+	for i, ref := range refs {
+		q, m, err := b.leasedLocked(ref)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		q.removeLocked(m)
+	}
+	return errs, nil
+}
+
+// Retry makes the message ready again after delay.
+func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, m, err := b.leasedLocked(ref)
+	if err != nil {
+		return err
+	}
+	m.token, m.deadline = "", time.Time{}
+	m.due = b.clock.Now().Add(delay)
+	if reason != "" {
+		m.lastError = reason
+	}
+	b.wakeLocked()
+	return nil
+}
+
+// Dead moves the message to the queue's dead letters.
+func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, m, err := b.leasedLocked(ref)
+	if err != nil {
+		return err
+	}
+	q.removeLocked(m)
+	b.seq++
+	dl := backend.DeadLetter{Message: m.Message, Queue: ref.Queue, Attempts: m.attempts, Reason: reason, DeadAt: b.clock.Now()}
+	q.dead = append(q.dead, &deadEntry{DeadLetter: dl, seq: b.seq})
+	return nil
+}
+
+// Extend moves the lease deadline to now + lease.
+func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duration) (time.Time, error) {
+	if err := d.check(ctx); err != nil {
+		return time.Time{}, err
+	}
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, m, err := b.leasedLocked(ref)
+	if err != nil {
+		return time.Time{}, err
+	}
+	m.deadline = b.clock.Now().Add(lease)
+	return m.deadline, nil
+}
