@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"os"
 	"testing"
 )
@@ -19,49 +20,65 @@ const (
 )
 
 // PostgresURL returns the URL of a PostgreSQL server for tests, or skips the
-// test (fails it when CI is set) when none is available.
+// test (fails it when CI is set) when none is available. A container's URL
+// has user postgres, password postgres and database test.
 func PostgresURL(tb testing.TB) string {
 	tb.Helper()
-	return serverURL(tb, "PostgreSQL", PostgresEnv)
+	return serverURL(tb, "PostgreSQL", PostgresEnv, &postgresContainer, startPostgres)
 }
 
 // RedisURL returns the URL of a Redis server for tests, or skips the test
 // (fails it when CI is set) when none is available.
 func RedisURL(tb testing.TB) string {
 	tb.Helper()
-	return serverURL(tb, "Redis", RedisEnv)
+	return serverURL(tb, "Redis", RedisEnv, &redisContainer, startRedis)
 }
 
 // RabbitMQURL returns the AMQP URL of a RabbitMQ server for tests, or skips
-// the test (fails it when CI is set) when none is available.
+// the test (fails it when CI is set) when none is available. A container's
+// URL uses the guest user.
 func RabbitMQURL(tb testing.TB) string {
 	tb.Helper()
-	return serverURL(tb, "RabbitMQ", RabbitMQEnv)
+	return serverURL(tb, "RabbitMQ", RabbitMQEnv, &rabbitmqContainer, startRabbitMQ)
 }
 
 // MongoURL returns the URL of a MongoDB-compatible server for tests, or skips
 // the test (fails it when CI is set) when none is available.
+//
+// The server behind FILA_TEST_MONGO_URL may be FerretDB (scripts/services
+// runs FerretDB where no MongoDB is packaged), which lacks transactions,
+// change streams, partial and TTL indexes and atomic findOneAndUpdate; tests
+// tell it apart with the buildInfo command (see [IsFerretDBBuildInfo]). A
+// container is a real MongoDB single-node replica set.
 func MongoURL(tb testing.TB) string {
 	tb.Helper()
-	return serverURL(tb, "MongoDB", MongoEnv)
+	return serverURL(tb, "MongoDB", MongoEnv, &mongoContainer, startMongo)
 }
 
-// serverURL resolves one server: environment variable first, otherwise skip
-// (or fail under CI).
-func serverURL(tb testing.TB, name, env string) string {
+// serverURL resolves one server: the environment variable first, then a
+// container shared by the whole test binary when a Docker engine answers,
+// otherwise skip (or fail under CI).
+func serverURL(tb testing.TB, name, env string, c *container, start func(context.Context) (string, error)) string {
 	tb.Helper()
 	if u := os.Getenv(env); u != "" {
 		return u
 	}
-	missing(tb, name, env)
-	return ""
+	if err := dockerAvailable(); err != nil {
+		missing(tb, name, env)
+		return ""
+	}
+	u, err := c.get(start)
+	if err != nil {
+		tb.Fatalf("testenv: %s is empty and Docker answers, but the %s container did not start: %v", env, name, err)
+	}
+	return u
 }
 
 // missing skips the test, or fails it when the CI environment variable is set.
 func missing(tb testing.TB, name, env string) {
 	tb.Helper()
 	if os.Getenv("CI") != "" {
-		tb.Fatalf("testenv: no %s server: CI is set but %s is empty and no Docker engine answers (run scripts/services)", name, env)
+		tb.Fatalf("testenv: no %s server: CI is set, %s is empty and no Docker engine answers (run eval \"$(scripts/services)\")", name, env)
 	}
-	tb.Skipf("testenv: no %s server: set %s (eval \"$(scripts/services)\") or run a Docker engine", name, env)
+	tb.Skipf("testenv: no %s server: set %s (eval \"$(scripts/services)\") or start a Docker engine", name, env)
 }
