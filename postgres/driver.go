@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Defaults of Options.
+const (
+	// DefaultSchema is the schema Fila's tables live in.
+	DefaultSchema = "fila"
+	// DefaultSafetyPoll is how often a blocked Receive re-checks its queue
+	// when LISTEN is on, in case a notification was lost.
+	DefaultSafetyPoll = 30 * time.Second
+	// DefaultPollInterval is how often a blocked Receive checks its queue
+	// when LISTEN is off.
+	DefaultPollInterval = time.Second
+)
+
+// Options configure a Driver built with New. The zero value is usable: schema
+// "fila", LISTEN on, safety poll 30s, no migration at open.
+type Options struct {
+	// Schema holds Fila's tables; empty means "fila". Lower-case letters,
+	// digits and '_'.
+	Schema string
+	// Migrate runs Migrate when the driver is created. Without it the driver
+	// checks that the schema is at SchemaVersion and fails otherwise.
+	Migrate bool
+	// DisableListen turns LISTEN/NOTIFY wake-up off: blocked receivers poll
+	// every PollInterval instead. Use it behind a pooler in transaction mode
+	// (PgBouncer), where LISTEN does not work.
+	DisableListen bool
+	// PollInterval is how often a blocked Receive re-checks its queue without
+	// a notification: the safety poll with LISTEN on (default 30s), the
+	// polling period with LISTEN off (default 1s). Messages whose run-at or
+	// lease deadline arrives are picked up at that time either way.
+	PollInterval time.Duration
+	// Logger receives the driver's own events (LISTEN connection lost and
+	// restored). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Driver is the PostgreSQL driver. Build it with Open (through fila.Open) or
+// New; it implements backend.Driver and the optional Deduper, DeadLetterer,
+// StatsReader, TxEnqueuer, Pinger and Namer interfaces.
+type Driver struct {
+	pool    *pgxpool.Pool
+	ownPool bool
+	schema  string
+	listen  bool
+	poll    time.Duration
+	log     *slog.Logger
+	q       statements
+	waiters waiters
+
+	// done is closed by Close; it ends blocked receives and the listener.
+	done      chan struct{}
+	closeOnce sync.Once
+	startOnce sync.Once
+	lwg       sync.WaitGroup
+	lcancel   context.CancelFunc
+	lmu       sync.Mutex
+	closed    bool
+}
+
+var (
+	_ backend.Driver       = (*Driver)(nil)
+	_ backend.Deduper      = (*Driver)(nil)
+	_ backend.DeadLetterer = (*Driver)(nil)
+	_ backend.StatsReader  = (*Driver)(nil)
+	_ backend.TxEnqueuer   = (*Driver)(nil)
+	_ backend.Pinger       = (*Driver)(nil)
+	_ backend.Namer        = (*Driver)(nil)
+)
+
+// New returns a driver over a pool the caller owns (Close does not close it).
+// With o.Migrate it migrates the schema first; otherwise it checks the schema
+// version. Wrap the driver with fila.New to get a Client.
+func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Driver, error) {
+	if pool == nil {
+		return nil, backend.Invalidf("postgres.New: pool is nil")
+	}
+	return newDriver(ctx, pool, false, o)
+}
+
+func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*Driver, error) {
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if err := validateSchema(o.Schema); err != nil {
+		return nil, err
+	}
+	if o.PollInterval < 0 {
+		return nil, backend.Invalidf("postgres: poll interval %v is negative", o.PollInterval)
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = DefaultSafetyPoll
+		if o.DisableListen {
+			o.PollInterval = DefaultPollInterval
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Migrate {
+		if err := Migrate(ctx, pool, o.Schema); err != nil {
+			return nil, err
+		}
+	} else if err := checkSchema(ctx, pool, o.Schema); err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		pool:    pool,
+		ownPool: own,
+		schema:  o.Schema,
+		listen:  !o.DisableListen,
+		poll:    o.PollInterval,
+		log:     o.Logger.With(slog.String("driver", "postgres"), slog.String("schema", o.Schema)),
+		q:       newStatements(o.Schema),
+		done:    make(chan struct{}),
+	}
+	d.waiters.init()
+	return d, nil
+}
+
+// Pool returns the driver's connection pool, for the caller's own queries
+// (for example to begin a transaction for Client.EnqueueTx).
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+
+// Schema returns the schema the driver's tables live in.
+func (d *Driver) Schema() string { return d.schema }
+
+// DriverName returns "postgres".
+func (d *Driver) DriverName() string { return "postgres" }
+
+// DedupKeys reports true: dedup keys are enforced by a unique index.
+func (d *Driver) DedupKeys() bool { return true }
+
+// Ping checks the server is reachable.
+func (d *Driver) Ping(ctx context.Context) error {
+	if d.isClosed() {
+		return backend.ErrClosed
+	}
+	return mapErr(ctx, "ping", d.pool.Ping(ctx))
+}
+
+func (d *Driver) isClosed() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close stops the LISTEN connection, ends blocked receives with ErrClosed
+// and, when the driver opened the pool itself, closes the pool. It never
+// acks: messages leased through this driver come back when their leases
+// expire. Closing twice is harmless.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() {
+		d.lmu.Lock()
+		d.closed = true
+		close(d.done)
+		cancel := d.lcancel
+		d.lmu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		d.lwg.Wait()
+		if d.ownPool {
+			d.pool.Close()
+		}
+	})
+	return nil
+}

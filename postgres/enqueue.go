@@ -1,0 +1,247 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Querier is what EnqueueTx accepts: anything that runs pgx queries. pgx.Tx
+// (from pool.Begin or conn.Begin) is the usual value; *pgx.Conn,
+// *pgxpool.Conn and *pgxpool.Pool also satisfy it, and then the enqueue
+// commits on its own.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Enqueue stores msgs in one round trip: one INSERT of the whole batch (an
+// implicit transaction, so the batch is atomic) pipelined with the
+// pg_notify that wakes the queue's receivers.
+func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+	if d.isClosed() {
+		return nil, backend.ErrClosed
+	}
+	return d.enqueue(ctx, d.pool, queue, msgs)
+}
+
+// EnqueueTx stores msgs inside the caller's transaction: tx must be a
+// Querier, typically a pgx.Tx. The messages, and the notification that wakes
+// receivers, take effect when the caller commits and vanish on rollback.
+// A dedup key taken by a pending message of another transaction that has not
+// committed yet makes this call wait for that transaction to end.
+func (d *Driver) EnqueueTx(ctx context.Context, tx any, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+	if d.isClosed() {
+		return nil, backend.ErrClosed
+	}
+	q, ok := tx.(Querier)
+	if !ok || q == nil {
+		return nil, backend.Invalidf("postgres EnqueueTx: tx is %T; want a pgx.Tx (or anything with pgx's Exec, Query, QueryRow and SendBatch methods, such as *pgx.Conn or *pgxpool.Conn)", tx)
+	}
+	return d.enqueue(ctx, q, queue, msgs)
+}
+
+// enqueueArgs are the column arrays of a batch, unnested by the INSERT.
+type enqueueArgs struct {
+	ids, kinds  []string
+	bodies      [][]byte
+	headers     []pgtype.Text
+	enqueuedAt  []time.Time
+	runAt       []pgtype.Timestamptz
+	delayMicros []int64
+	maxAttempts []int32
+	dedup       []pgtype.Text
+	hasDedup    bool
+}
+
+func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
+	n := len(msgs)
+	a := &enqueueArgs{
+		ids: make([]string, n), kinds: make([]string, n), bodies: make([][]byte, n),
+		headers: make([]pgtype.Text, n), enqueuedAt: make([]time.Time, n), runAt: make([]pgtype.Timestamptz, n),
+		delayMicros: make([]int64, n), maxAttempts: make([]int32, n), dedup: make([]pgtype.Text, n),
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		a.ids[i] = m.ID
+		a.kinds[i] = m.Kind
+		a.bodies[i] = m.Body
+		if a.bodies[i] == nil {
+			a.bodies[i] = []byte{}
+		}
+		if len(m.Headers) > 0 {
+			b, err := json.Marshal(m.Headers)
+			if err != nil {
+				return nil, backend.Invalidf("headers: %v", err)
+			}
+			a.headers[i] = pgtype.Text{String: string(b), Valid: true}
+		}
+		a.enqueuedAt[i] = m.EnqueuedAt
+		if m.EnqueuedAt.IsZero() {
+			a.enqueuedAt[i] = time.Now()
+		}
+		if !m.RunAt.IsZero() {
+			a.runAt[i] = pgtype.Timestamptz{Time: m.RunAt, Valid: true}
+		}
+		a.delayMicros[i] = m.Delay.Microseconds()
+		a.maxAttempts[i] = int32(m.MaxAttempts)
+		if m.DedupKey != "" {
+			a.dedup[i] = pgtype.Text{String: m.DedupKey, Valid: true}
+			a.hasDedup = true
+		}
+	}
+	return a, nil
+}
+
+func (a *enqueueArgs) params(queue string) []any {
+	return []any{queue, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt, a.delayMicros, a.maxAttempts, a.dedup}
+}
+
+func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+	for i := range msgs {
+		if !validUUID(msgs[i].ID) {
+			return nil, backend.Invalidf("message id %q is not a UUID", msgs[i].ID)
+		}
+	}
+	res := make([]backend.EnqueueResult, len(msgs))
+	pending := make([]int, len(msgs)) // indexes of msgs still to store
+	for i := range pending {
+		pending[i] = i
+	}
+	// A duplicate whose holder is acked between our INSERT and the holder
+	// lookup frees its key: store it on the next round. Three rounds end
+	// any realistic race.
+	for round := 0; len(pending) > 0; round++ {
+		if round == 3 {
+			return nil, fmt.Errorf("fila/postgres: enqueue: %w: dedup keys kept changing hands", ErrUnavailable)
+		}
+		batch := make([]backend.Message, len(pending))
+		for j, i := range pending {
+			batch[j] = msgs[i]
+		}
+		sub, err := d.insertBatch(ctx, q, queue, batch)
+		if err != nil {
+			return nil, err
+		}
+		var next []int
+		for j, i := range pending {
+			if sub[j].ID == "" { // duplicate of a holder that is gone: retry
+				next = append(next, i)
+				continue
+			}
+			res[i] = sub[j]
+		}
+		pending = next
+	}
+	return res, nil
+}
+
+// insertBatch inserts one batch and returns a result per message; a
+// duplicate whose holder could not be found has an empty ID.
+func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+	a, err := buildArgs(msgs)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]backend.EnqueueResult, len(msgs))
+	b := &pgx.Batch{}
+	if !a.hasDedup {
+		b.Queue(d.q.enqueue, a.params(queue)...)
+	} else {
+		b.Queue(d.q.enqueueDedup, a.params(queue)...)
+	}
+	b.Queue(d.q.notify, d.q.channel, queue)
+	br := q.SendBatch(ctx, b)
+	inserted := map[string]bool{}
+	if !a.hasDedup {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return nil, mapErr(ctx, "enqueue", err)
+		}
+		if tag.RowsAffected() != int64(len(msgs)) {
+			_ = br.Close()
+			return nil, fmt.Errorf("fila/postgres: enqueue stored %d of %d messages", tag.RowsAffected(), len(msgs))
+		}
+	} else {
+		rows, err := br.Query()
+		if err == nil {
+			var id string
+			_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
+				inserted[id] = true
+				return nil
+			})
+		}
+		if err != nil {
+			_ = br.Close()
+			return nil, mapErr(ctx, "enqueue", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, mapErr(ctx, "enqueue", err)
+	}
+	if !a.hasDedup || len(inserted) == len(msgs) {
+		for i := range msgs {
+			res[i].ID = msgs[i].ID
+		}
+		return res, nil
+	}
+	// Some keys were taken: by an earlier message of this batch, or by a
+	// pending message stored before.
+	byKey := map[string]string{}
+	var missing []string
+	for i := range msgs {
+		m := &msgs[i]
+		if inserted[m.ID] {
+			res[i].ID = m.ID
+			if m.DedupKey != "" {
+				byKey[m.DedupKey] = m.ID
+			}
+		}
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if inserted[m.ID] {
+			continue
+		}
+		res[i].Duplicate = true
+		if id, ok := byKey[m.DedupKey]; ok {
+			res[i].ID = id
+		} else {
+			missing = append(missing, m.DedupKey)
+		}
+	}
+	if len(missing) > 0 {
+		holders := map[string]string{}
+		rows, err := q.Query(ctx, d.q.holders, queue, missing)
+		if err == nil {
+			var key, id string
+			_, err = pgx.ForEachRow(rows, []any{&key, &id}, func() error {
+				holders[key] = id
+				return nil
+			})
+		}
+		if err != nil {
+			return nil, mapErr(ctx, "enqueue: find dedup holders", err)
+		}
+		for i := range msgs {
+			if res[i].Duplicate && res[i].ID == "" {
+				if id, ok := holders[msgs[i].DedupKey]; ok {
+					res[i].ID = id
+				} else {
+					res[i].Duplicate = false // holder gone: the caller retries it
+				}
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,159 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fila-go/fila/backend"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one embedded, versioned schema change.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order. Files are
+// named NNNN_description.sql; {{schema}} stands for the quoted schema name.
+func migrations() []migration {
+	files, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		panic(err)
+	}
+	var out []migration
+	for _, f := range files {
+		base := strings.TrimPrefix(f, "migrations/")
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			panic("postgres: bad migration file name " + f)
+		}
+		b, err := migrationFS.ReadFile(f)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out
+}
+
+// SchemaVersion is the schema version this package needs: the version of its
+// newest embedded migration.
+func SchemaVersion() int {
+	m := migrations()
+	return m[len(m)-1].version
+}
+
+var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
+
+// validateSchema checks a schema name: lower-case letters, digits and '_',
+// starting with a letter or '_', at most 48 bytes (so it can be inlined as a
+// quoted identifier and the notification channel name stays short).
+func validateSchema(s string) error {
+	if !schemaRE.MatchString(s) {
+		return backend.Invalidf("postgres schema name %q must match %s", s, schemaRE)
+	}
+	return nil
+}
+
+// migrationLockKey is the advisory lock key that serializes migrators of one
+// schema (in any database of the server; collisions only serialize).
+func migrationLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("fila.migrate:" + schema))
+	return int64(h.Sum64())
+}
+
+// Migrate creates or upgrades Fila's tables in schema (created if missing) to
+// SchemaVersion. It is safe to run concurrently from several processes: the
+// migrators serialize on an advisory lock and every migration runs, with its
+// version row, in one transaction, so each applies exactly once. Running it on
+// an up-to-date schema changes nothing. The empty schema means "fila".
+func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if err := validateSchema(schema); err != nil {
+		return err
+	}
+	q := quoteIdent(schema)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return mapErr(ctx, "migrate", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLockKey(schema)); err != nil {
+		return mapErr(ctx, "migrate: lock", err)
+	}
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+q); err != nil {
+		return mapErr(ctx, "migrate: create schema", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+q+`.schema_migrations (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return mapErr(ctx, "migrate: create migrations table", err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, "SELECT COALESCE(max(version), 0) FROM "+q+".schema_migrations").Scan(&current); err != nil {
+		return mapErr(ctx, "migrate: read version", err)
+	}
+	for _, m := range migrations() {
+		if m.version <= current {
+			continue
+		}
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{{schema}}", q)); err != nil {
+			return fmt.Errorf("fila/postgres: migration %s: %w", m.name, mapErr(ctx, "migrate", err))
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			return mapErr(ctx, "migrate: record version", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return mapErr(ctx, "migrate: commit", err)
+	}
+	return nil
+}
+
+// errNotMigrated explains how to create the schema.
+func errNotMigrated(schema string, have int) error {
+	return fmt.Errorf("%w: PostgreSQL schema %q is at version %d, this Fila needs version %d: run postgres.Migrate (or the fila CLI's migrate command), or add fila_migrate=true to the URL (Options.Migrate) to migrate at open",
+		backend.ErrInvalid, schema, have, SchemaVersion())
+}
+
+// checkSchema verifies the schema has been migrated far enough.
+func checkSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	var v int
+	err := pool.QueryRow(ctx, "SELECT COALESCE(max(version), 0) FROM "+quoteIdent(schema)+".schema_migrations").Scan(&v)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") { // undefined table / schema
+		return errNotMigrated(schema, 0)
+	}
+	if err != nil {
+		return mapErr(ctx, "check schema", err)
+	}
+	if v < SchemaVersion() {
+		return errNotMigrated(schema, v)
+	}
+	return nil
+}
+
+// quoteIdent quotes a validated identifier.
+func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }

@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"context"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+)
+
+func init() {
+	fila.Register("postgres", Open)
+	fila.Register("postgresql", Open)
+}
+
+// URL parameters read by Fila itself. Every other query parameter is passed
+// to pgx unchanged (sslmode, pool_max_conns, application_name,
+// default_query_exec_mode, ...); an unknown fila_ parameter is an ErrInvalid
+// error.
+const (
+	// ParamSchema sets Options.Schema ("fila").
+	ParamSchema = "fila_schema"
+	// ParamMigrate sets Options.Migrate (false).
+	ParamMigrate = "fila_migrate"
+	// ParamListen turns LISTEN/NOTIFY wake-up on or off (true); false sets
+	// Options.DisableListen.
+	ParamListen = "fila_listen"
+	// ParamPollInterval sets Options.PollInterval (30s with LISTEN, 1s
+	// without), as a Go duration.
+	ParamPollInterval = "fila_poll_interval"
+)
+
+const paramPrefix = "fila_"
+
+// Open opens a driver from a postgres:// or postgresql:// URL. It owns its
+// pool: Close closes it. fila.Open calls it for those schemes.
+//
+//	postgres://user:pass@host:5432/db?sslmode=disable&pool_max_conns=20&fila_schema=jobs&fila_migrate=true
+func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+	o, connString, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, backend.Invalidf("postgres URL: %v", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, mapErr(ctx, "open pool", err)
+	}
+	d, err := newDriver(ctx, pool, true, o)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// parseURL splits u's query into Fila's options (the fila_ parameters) and
+// the connection string handed to pgx (everything else).
+func parseURL(u *url.URL) (Options, string, error) {
+	all := u.Query()
+	own := url.Values{}
+	rest := url.Values{}
+	for k, v := range all {
+		if strings.HasPrefix(strings.ToLower(k), paramPrefix) {
+			own[k] = v
+		} else {
+			rest[k] = v
+		}
+	}
+	p := backend.NewURLParams(&url.URL{RawQuery: own.Encode()})
+	var o Options
+	o.Schema = p.String(ParamSchema, DefaultSchema)
+	o.Migrate = p.Bool(ParamMigrate, false)
+	o.DisableListen = !p.Bool(ParamListen, true)
+	o.PollInterval = p.Duration(ParamPollInterval, 0)
+	if err := p.Done(); err != nil {
+		return Options{}, "", err
+	}
+	if p.Has(ParamPollInterval) && o.PollInterval == 0 {
+		return Options{}, "", backend.Invalidf("URL parameter %s must be positive", ParamPollInterval)
+	}
+	if err := validateSchema(o.Schema); err != nil {
+		return Options{}, "", err
+	}
+	cu := *u
+	cu.RawQuery = rest.Encode()
+	return o, cu.String(), nil
+}

@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// minWait is the shortest sleep between two claims of a blocked receive: a
+// due message that the claim skipped is locked by a concurrent claim or
+// settlement that is about to finish.
+const minWait = 10 * time.Millisecond
+
+// Receive claims up to p.Max messages in one statement; when none is ready
+// it waits for a notification of queue, for the queue's next run-at or lease
+// deadline, or for the poll interval, whichever comes first, and claims
+// again.
+func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	if d.isClosed() {
+		return nil, backend.ErrClosed
+	}
+	if d.listen {
+		d.startListener()
+	}
+	d.waiters.join(queue)
+	defer d.waiters.leave(queue)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		wake := d.waiters.channel(queue)
+		ds, err := d.claim(ctx, queue, p)
+		if err != nil || len(ds) > 0 {
+			return ds, err
+		}
+		wait, err := d.nextWait(ctx, queue)
+		if err != nil {
+			return nil, err
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-d.done:
+			return nil, backend.ErrClosed
+		case <-wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select { // drain a fired timer (harmless with Go 1.23+ timers)
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// claim runs the claim statement once.
+func (d *Driver) claim(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	rows, err := d.pool.Query(ctx, d.q.claim, queue, p.Max, p.Lease.Microseconds())
+	if err != nil {
+		return nil, mapErr(ctx, "receive", err)
+	}
+	type claimed struct {
+		backend.Delivery
+		was time.Time
+	}
+	out := make([]claimed, 0, p.Max)
+	var (
+		c       claimed
+		headers []byte
+		att     int32
+		maxAtt  int32
+	)
+	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.Kind, &c.Body, &headers, &c.EnqueuedAt, &att, &maxAtt,
+		&c.DedupKey, &c.Receipt, &c.Deadline, &c.LastError, &c.was}, func() error {
+		c.Attempt, c.MaxAttempts = int(att), int(maxAtt)
+		c.Headers = nil
+		if len(headers) > 0 {
+			if err := json.Unmarshal(headers, &c.Headers); err != nil {
+				return err
+			}
+		}
+		if c.Body == nil {
+			c.Body = []byte{}
+		}
+		out = append(out, c)
+		c = claimed{}
+		return nil
+	})
+	if err != nil {
+		// The claim may have committed: those leases expire (R15).
+		return nil, mapErr(ctx, "receive", err)
+	}
+	// RETURNING has no order: restore the claim order (oldest first).
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].was.Equal(out[j].was) {
+			return out[i].was.Before(out[j].was)
+		}
+		return out[i].ID < out[j].ID
+	})
+	ds := make([]backend.Delivery, len(out))
+	for i := range out {
+		ds[i] = out[i].Delivery
+	}
+	return ds, nil
+}
+
+// nextWait is how long a blocked receive sleeps before claiming again: until
+// the queue's next run-at or lease deadline (by the server's clock), at most
+// the poll interval, or at most a second while the LISTEN connection is down.
+func (d *Driver) nextWait(ctx context.Context, queue string) (time.Duration, error) {
+	var us *int64
+	if err := d.pool.QueryRow(ctx, d.q.nextDue, queue).Scan(&us); err != nil {
+		return 0, mapErr(ctx, "receive: next due", err)
+	}
+	wait := d.poll
+	if d.listen && !d.waiters.listening.Load() {
+		wait = min(wait, listenerDownPoll)
+	}
+	if us != nil {
+		// +1ms: the server clock must have passed the due time on the next claim.
+		wait = min(wait, time.Duration(*us)*time.Microsecond+time.Millisecond)
+	}
+	return max(wait, minWait), nil
+}

@@ -1,0 +1,124 @@
+package postgres
+
+import "strings"
+
+// statements holds the SQL text of every operation for one schema. The
+// schema is inlined (validated and quoted) so pgx can cache one prepared
+// statement per text.
+type statements struct {
+	channel string
+
+	enqueue      string // plain insert, no dedup keys in the batch
+	enqueueDedup string // insert with ON CONFLICT DO NOTHING RETURNING id
+	holders      string
+	notify       string
+
+	claim   string
+	nextDue string
+
+	ack    string
+	retry  string
+	dead   string
+	extend string
+
+	stats      string
+	deadCounts string
+	deadList   string
+	deadReplay string
+	deadPurge  string
+}
+
+// Channel returns the LISTEN/NOTIFY channel of a schema.
+func channelName(schema string) string { return "fila_" + schema }
+
+func newStatements(schema string) statements {
+	s := quoteIdent(schema)
+	r := strings.NewReplacer("{{s}}", s)
+	const insert = `INSERT INTO {{s}}.messages
+	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key)
+SELECT r.id, $1, r.kind, r.body, r.headers::jsonb, r.enq,
+	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup
+FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::timestamptz[],
+	$8::int8[], $9::int4[], $10::text[]) WITH ORDINALITY
+	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, ord)
+ORDER BY r.ord`
+	return statements{
+		channel:      channelName(schema),
+		enqueue:      r.Replace(insert),
+		enqueueDedup: r.Replace(insert + `
+ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+RETURNING id::text`),
+		holders: r.Replace(`SELECT dedup_key, id::text FROM {{s}}.messages WHERE queue = $1 AND dedup_key = ANY($2::text[])`),
+		notify:  `SELECT pg_notify($1, $2)`,
+
+		// One statement claims ready messages and expired leases: both are
+		// rows whose visible_at has passed. SKIP LOCKED lets competing
+		// receivers take disjoint rows without waiting.
+		claim: r.Replace(`WITH c AS (
+	SELECT id, visible_at FROM {{s}}.messages
+	WHERE queue = $1 AND visible_at <= now()
+	ORDER BY visible_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE {{s}}.messages m
+SET attempts = m.attempts + 1,
+	lease_token = gen_random_uuid(),
+	visible_at = now() + $3 * interval '1 microsecond'
+FROM c
+WHERE m.id = c.id
+RETURNING m.id::text, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.max_attempts,
+	COALESCE(m.dedup_key, ''), m.lease_token::text, m.visible_at, COALESCE(m.last_error, ''), c.visible_at`),
+		// How long until the queue's next message becomes claimable (a
+		// delayed run-at or a lease deadline), in microseconds; NULL when the
+		// queue is empty.
+		nextDue: r.Replace(`SELECT (extract(epoch FROM (min(visible_at) - now())) * 1e6)::int8
+FROM {{s}}.messages WHERE queue = $1`),
+
+		ack: r.Replace(`DELETE FROM {{s}}.messages m
+USING unnest($1::uuid[], $2::uuid[]) AS r(id, token)
+WHERE m.id = r.id AND m.lease_token = r.token
+RETURNING m.id::text`),
+		retry: r.Replace(`UPDATE {{s}}.messages
+SET lease_token = NULL,
+	visible_at = now() + $3 * interval '1 microsecond',
+	last_error = COALESCE(NULLIF($4, ''), last_error)
+WHERE id = $1 AND lease_token = $2`),
+		dead: r.Replace(`WITH d AS (
+	DELETE FROM {{s}}.messages WHERE id = $1 AND lease_token = $2
+	RETURNING id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key
+)
+INSERT INTO {{s}}.dead (id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, reason)
+SELECT id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, $3 FROM d`),
+		extend: r.Replace(`UPDATE {{s}}.messages
+SET visible_at = now() + $3 * interval '1 microsecond'
+WHERE id = $1 AND lease_token = $2 AND visible_at > now()
+RETURNING visible_at`),
+
+		stats: r.Replace(`SELECT
+	count(*) FILTER (WHERE lease_token IS NULL AND visible_at <= now()),
+	count(*) FILTER (WHERE lease_token IS NULL AND visible_at > now()),
+	count(*) FILTER (WHERE lease_token IS NOT NULL AND visible_at > now()),
+	count(*) FILTER (WHERE lease_token IS NOT NULL AND visible_at <= now()),
+	min(visible_at) FILTER (WHERE visible_at <= now())
+FROM {{s}}.messages WHERE queue = $1`),
+		deadCounts: r.Replace(`SELECT kind, count(*) FROM {{s}}.dead WHERE queue = $1 GROUP BY kind`),
+		deadList: r.Replace(`SELECT id::text, kind, body, headers, enqueued_at, attempts, max_attempts,
+	COALESCE(dedup_key, ''), reason, dead_at
+FROM {{s}}.dead
+WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::timestamptz IS NULL OR (dead_at, id) > ($3, $4::uuid))
+ORDER BY dead_at, id
+LIMIT $5`),
+		// Replayed messages are ready at once with attempts reset, the dedup
+		// key dropped and no last error (like a fresh enqueue).
+		deadReplay: r.Replace(`WITH d AS (
+	DELETE FROM {{s}}.dead
+	WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::uuid[] IS NULL OR id = ANY($3::uuid[]))
+	RETURNING id, queue, kind, body, headers, enqueued_at, max_attempts
+)
+INSERT INTO {{s}}.messages (id, queue, kind, body, headers, enqueued_at, visible_at, attempts, max_attempts)
+SELECT id, queue, kind, body, headers, enqueued_at, now(), 0, max_attempts FROM d`),
+		deadPurge: r.Replace(`DELETE FROM {{s}}.dead
+WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::uuid[] IS NULL OR id = ANY($3::uuid[]))`),
+	}
+}
