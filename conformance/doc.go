@@ -1,0 +1,28 @@
+// Package conformance is Fila's delivery contract as an executable test
+// suite. Every driver — Fila's own and any user's — runs it from a test:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, conformance.Harness{
+//			Open: func(ctx context.Context) (backend.Driver, error) { return mydriver.Open(ctx, url) },
+//			Missing: map[conformance.Feature]string{
+//				conformance.FeatureDedup: "the broker has no atomic key check",
+//			},
+//		})
+//	}
+//
+// Each rule of the contract (R1–R18: durable enqueue, visibility, lease
+// expiry, extend, fencing, ack finality, retry, dead letters, max attempts,
+// delay, dedup keys, dead-letter management, stats, batches, cancellation,
+// close, bad input, isolation and wake-up) has tests named after what they
+// check. The tests talk to the driver through the portable fila.Client, so
+// they check what applications see. They run in parallel on fresh, random
+// queue names with 1 s leases; a whole run takes seconds.
+//
+// A driver that cannot keep a promise declares the Feature missing with a
+// reason and the tests that need it skip with that reason; everything else
+// must pass. Declaring a feature present that the driver does not implement
+// is itself a failure.
+//
+// The suite relies on the contract's delivery semantics: at least once, no
+// ordering across competing consumers, attempts counting every delivery.
+package conformance

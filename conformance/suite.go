@@ -1,0 +1,212 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+)
+
+// earlyTolerance absorbs the difference between the test's clock and the
+// broker's when checking that something did not happen too early.
+const earlyTolerance = 100 * time.Millisecond
+
+type suite struct {
+	h Harness
+}
+
+// Run runs the whole suite against the driver h opens. Its subtests run
+// concurrently.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.Open == nil {
+		t.Fatal("conformance: Harness.Open is nil")
+	}
+	h.defaults()
+	s := &suite{h: h}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"FeaturesMatchDriver", s.testFeatures},
+		{"RoundTrip", s.testRoundTrip},
+		{"Visibility", s.testVisibility},
+		{"LeaseExpiryRedelivers", s.testLeaseExpiry},
+		{"ShortLeaseNeverStealsLongLease", s.testShortLeaseDoesNotSteal},
+		{"ExtendKeepsInvisible", s.testExtend},
+		{"StaleReceiptsAreFenced", s.testStaleReceipts},
+		{"DoubleSettleIsLeaseLost", s.testDoubleSettle},
+		{"AckIsFinal", s.testAckIsFinal},
+		{"RetryDelayNotEarlyNotLost", s.testRetry},
+		{"ReleaseRedeliversAtOnce", s.testRelease},
+		{"DeadIsNeverRedelivered", s.testDead},
+		{"MaxAttemptsAfterCrashes", s.testMaxAttemptsCrash},
+		{"MaxAttemptsAfterRetries", s.testMaxAttemptsRetry},
+		{"DelayNotEarly", s.testDelay},
+		{"DedupKeys", s.testDedup},
+		{"Batches", s.testBatches},
+		{"BatchWithInvalidMessageStoresNothing", s.testBadBatch},
+		{"CompetingConsumers", s.testCompeting},
+		{"QueuesAreIsolated", s.testIsolation},
+		{"WakeUpAfterEnqueue", s.testWakeUp},
+		{"CancelledReceiveReturnsPromptly", s.testCancel},
+		{"CancellationLosesNothing", s.testCancelLosesNothing},
+		{"CloseEndsEverything", s.testClose},
+		{"BadInputIsRefused", s.testBadInput},
+		{"DeadLetterManagement", s.testDeadLetters},
+		{"StatsOnQuiescentQueue", s.testStats},
+		{"TxEnqueueCommitAndRollback", s.testTx},
+	}
+	// The tests mostly wait on leases and delays, so they all run at once:
+	// t.Run from separate goroutines is not bounded by -test.parallel
+	// (GOMAXPROCS, 2 on a small CI machine), which t.Parallel would be.
+	var wg sync.WaitGroup
+	for _, tc := range tests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(tc.name, tc.fn)
+		}()
+	}
+	wg.Wait()
+}
+
+// need skips t when the harness declares f missing.
+func (s *suite) need(t *testing.T, f Feature) {
+	t.Helper()
+	if reason, missing := s.h.Missing[f]; missing {
+		t.Skipf("feature %q not provided: %s", f, reason)
+	}
+}
+
+func (s *suite) has(f Feature) bool {
+	_, missing := s.h.Missing[f]
+	return !missing
+}
+
+// client opens an independent client, closed when the test ends.
+func (s *suite) client(t *testing.T, opts ...fila.Option) *fila.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	drv, err := s.h.Open(ctx)
+	if err != nil {
+		t.Fatalf("Harness.Open: %v", err)
+	}
+	opts = append([]fila.Option{
+		fila.WithLease(s.h.Lease),
+		fila.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	}, opts...)
+	c := fila.New(drv, opts...)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// queue returns a fresh queue name for t.
+func (s *suite) queue(t *testing.T) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	name := t.Name()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	var sb strings.Builder
+	for _, r := range name {
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			sb.WriteRune(r)
+		}
+		if sb.Len() >= 24 {
+			break
+		}
+	}
+	return s.h.QueuePrefix + "-" + sb.String() + "-" + hex.EncodeToString(b[:])
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// enqueue stores one message or fails the test.
+func enqueue(t *testing.T, c *fila.Client, queue string, m fila.Message) string {
+	t.Helper()
+	id, err := c.Enqueue(ctxTimeout(t, 10*time.Second), queue, m)
+	if err != nil {
+		t.Fatalf("Enqueue(%s): %v", queue, err)
+	}
+	if id == "" {
+		t.Fatalf("Enqueue(%s) returned an empty id", queue)
+	}
+	return id
+}
+
+// receiveOne waits up to within for one delivery, failing the test when none
+// comes.
+func receiveOne(t *testing.T, c *fila.Client, queue string, lease, within time.Duration) *fila.Delivery {
+	t.Helper()
+	ds, err := c.Receive(ctxTimeout(t, within), queue, fila.ReceiveParams{Max: 1, Lease: lease})
+	if err != nil {
+		t.Fatalf("Receive(%s) within %v: %v", queue, within, err)
+	}
+	if len(ds) != 1 {
+		t.Fatalf("Receive(%s, Max 1) returned %d deliveries", queue, len(ds))
+	}
+	return ds[0]
+}
+
+// expectNone checks that nothing is received from queue for wait.
+func expectNone(t *testing.T, c *fila.Client, queue string, wait time.Duration, why string) {
+	t.Helper()
+	ds, err := c.Receive(ctxTimeout(t, wait), queue, fila.ReceiveParams{Max: 10, Lease: time.Minute})
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+	case err != nil:
+		t.Errorf("%s: Receive: want context.DeadlineExceeded, got %v", why, err)
+	default:
+		ids := make([]string, len(ds))
+		for i, d := range ds {
+			ids[i] = d.ID + " (attempt " + strconv.Itoa(d.Attempt) + ")"
+		}
+		t.Errorf("%s: received %s, want nothing", why, strings.Join(ids, ", "))
+	}
+}
+
+// drain receives until n distinct messages arrived, acking each.
+func drain(t *testing.T, c *fila.Client, queue string, n int, within time.Duration) map[string]*fila.Delivery {
+	t.Helper()
+	got := map[string]*fila.Delivery{}
+	ctx := ctxTimeout(t, within)
+	for len(got) < n {
+		ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Max: 100, Lease: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("drain %s: have %d of %d messages: %v", queue, len(got), n, err)
+		}
+		for _, d := range ds {
+			if _, dup := got[d.ID]; dup {
+				t.Errorf("drain %s: message %s delivered twice", queue, d.ID)
+			}
+			got[d.ID] = d
+		}
+		if err := c.AckBatch(ctx, ds); err != nil {
+			t.Fatalf("AckBatch: %v", err)
+		}
+	}
+	return got
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Errorf("%s: want %v, got %v", what, target, err)
+	}
+}
