@@ -101,6 +101,9 @@ func Redact(rawURL string) string {
 	if err != nil {
 		return "(unparsable URL)"
 	}
+	if _, has := u.User.Password(); !has {
+		return rawURL
+	}
 	return u.Redacted()
 }
 

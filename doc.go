@@ -1,0 +1,57 @@
+// Package fila is one queue API over PostgreSQL, Redis, RabbitMQ, MongoDB
+// and an in-memory broker, with one conformance suite that proves they keep
+// the same promises. Start on the Postgres you already run; move to another
+// broker later by changing a URL, with the workers untouched.
+//
+//	c, err := fila.Open(ctx, "postgres://localhost/app") // or redis://, amqp://, mongodb://, mem://
+//	id, err := c.Enqueue(ctx, "emails", fila.Message{Kind: "welcome", Body: []byte(`{"user_id":42}`)})
+//
+//	ds, err := c.Receive(ctx, "emails", fila.ReceiveParams{Max: 10, Lease: time.Minute})
+//	for _, d := range ds {
+//		if err := send(d); err != nil {
+//			d.Retry(ctx, time.Minute, err.Error())
+//			continue
+//		}
+//		d.Ack(ctx)
+//	}
+//
+// Most applications run handlers with package worker instead of writing this
+// loop.
+//
+// # Delivery semantics
+//
+// Delivery is at least once. Enqueue returns once the broker has stored the
+// message at its durability level. Receive hands a message out under a lease
+// (visibility timeout): until the lease's deadline no other Receive returns
+// it. A delivery is then settled once: Ack (done, never delivered again),
+// Retry (back after a delay, with a reason), or Dead (to the queue's
+// dead-letter store, with a reason, until replayed); Extend pushes the
+// deadline while work goes on. A lease that ends unsettled — a crashed
+// process, a hung handler, a lost connection — makes the message receivable
+// again. Attempts count every delivery, crashes included; a delivery whose
+// attempt would exceed the message's max attempts is dead-lettered with
+// reason "max attempts exceeded" instead of being handed out, so a poison
+// message that kills its consumer every time ends in the dead letters.
+//
+// Settling with a receipt that is no longer current (the lease expired and
+// someone else took the message, or it was already settled) returns
+// ErrLeaseLost and changes nothing. There is no ordering promise across
+// competing consumers. Handlers must be idempotent: put ids in messages, not
+// objects.
+//
+// # Drivers
+//
+// A driver registers a URL scheme when its package is imported:
+// github.com/fila-go/fila/memory (mem://), .../postgres (postgres://),
+// .../redis (redis://), .../rabbitmq (amqp://) and .../mongo (mongodb://).
+// Optional capabilities — dedup keys, dead-letter management, stats,
+// transactional enqueue — return ErrUnsupported where a driver lacks them.
+// Package backend is the contract a driver implements; package conformance
+// is the suite that checks it.
+//
+// # Errors
+//
+// Invalid arguments return errors matching ErrInvalid or ErrTooLarge and
+// store nothing; calls on a closed client return ErrClosed; context errors
+// are returned as the context's own error.
+package fila
