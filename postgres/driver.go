@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -67,6 +68,9 @@ type Driver struct {
 	lcancel   context.CancelFunc
 	lmu       sync.Mutex
 	closed    bool
+	// sleeping counts receives waiting for a wake-up (for tests and
+	// diagnostics).
+	sleeping atomic.Int64
 }
 
 var (

@@ -160,4 +160,3 @@ func (d *Driver) runListener(ctx context.Context) {
 		backoff = min(2*backoff, maxBackoff)
 	}
 }
-

@@ -50,14 +50,18 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		} else {
 			timer.Reset(wait)
 		}
+		d.sleeping.Add(1)
 		select {
 		case <-ctx.Done():
+			d.sleeping.Add(-1)
 			return nil, ctx.Err()
 		case <-d.done:
+			d.sleeping.Add(-1)
 			return nil, backend.ErrClosed
 		case <-wake:
 		case <-timer.C:
 		}
+		d.sleeping.Add(-1)
 		if !timer.Stop() {
 			select { // drain a fired timer (harmless with Go 1.23+ timers)
 			case <-timer.C:

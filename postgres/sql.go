@@ -43,8 +43,8 @@ FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], 
 	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, ord)
 ORDER BY r.ord`
 	return statements{
-		channel:      channelName(schema),
-		enqueue:      r.Replace(insert),
+		channel: channelName(schema),
+		enqueue: r.Replace(insert),
 		enqueueDedup: r.Replace(insert + `
 ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
 RETURNING id::text`),

@@ -1,0 +1,496 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/postgres"
+)
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newDriver returns a driver over pool in schema, closed when t ends.
+func newDriver(t testing.TB, pool *pgxpool.Pool, o postgres.Options) *postgres.Driver {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = quietLogger
+	}
+	d, err := postgres.New(ctxT(t, 30*time.Second), pool, o)
+	if err != nil {
+		t.Fatalf("postgres.New: %v", err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func newClient(t testing.TB, drv backend.Driver) *fila.Client {
+	c := fila.New(drv, fila.WithLogger(quietLogger))
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// waitFor polls cond every 10ms until it holds or within passes.
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestOpenURLParameters(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	ctx := ctxT(t, 30*time.Second)
+	bad := []struct {
+		name   string
+		params map[string]string
+		want   string
+	}{
+		{"unknown fila param", map[string]string{"fila_schema": schema, "fila_bogus": "1"}, "fila_bogus"},
+		{"bad bool", map[string]string{"fila_schema": schema, "fila_listen": "perhaps"}, "fila_listen"},
+		{"bad duration", map[string]string{"fila_schema": schema, "fila_poll_interval": "often"}, "fila_poll_interval"},
+		{"zero poll", map[string]string{"fila_schema": schema, "fila_poll_interval": "0s"}, "fila_poll_interval"},
+		{"bad schema", map[string]string{"fila_schema": "Robert'); DROP TABLE"}, "schema"},
+		{"not migrated", map[string]string{"fila_schema": "fila_never_" + randHex(4)}, "postgres.Migrate"},
+		{"bad pgx param", map[string]string{"fila_schema": schema, "pool_max_conns": "many"}, "pool_max_conns"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := fila.Open(ctx, driverURL(t, tc.params))
+			if err == nil {
+				c.Close()
+				t.Fatalf("Open succeeded, want ErrInvalid")
+			}
+			if !errors.Is(err, fila.ErrInvalid) {
+				t.Errorf("Open: want ErrInvalid, got %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Open error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("pgx params pass through", func(t *testing.T) {
+		for _, scheme := range []string{"postgres", "postgresql"} {
+			raw := driverURL(t, map[string]string{"fila_schema": schema, "application_name": "fila-passthrough",
+				"pool_max_conns": "2", "fila_listen": "false", "fila_poll_interval": "100ms"})
+			u, _ := url.Parse(raw)
+			u.Scheme = scheme
+			c, err := fila.Open(ctx, u.String())
+			if err != nil {
+				t.Fatalf("Open(%s): %v", scheme, err)
+			}
+			d := c.Driver().(*postgres.Driver)
+			var app string
+			if err := d.Pool().QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&app); err != nil {
+				t.Fatal(err)
+			}
+			if app != "fila-passthrough" {
+				t.Errorf("application_name %q, want it passed to pgx", app)
+			}
+			if n := d.Pool().Config().MaxConns; n != 2 {
+				t.Errorf("pool max conns %d, want 2", n)
+			}
+			if d.Schema() != schema {
+				t.Errorf("schema %q, want %q", d.Schema(), schema)
+			}
+			c.Close()
+		}
+	})
+
+	t.Run("migrate at open", func(t *testing.T) {
+		s := freshSchema(t, pool)
+		c, err := fila.Open(ctx, driverURL(t, map[string]string{"fila_schema": s, "fila_migrate": "true"}))
+		if err != nil {
+			t.Fatalf("Open with fila_migrate: %v", err)
+		}
+		defer c.Close()
+		if _, err := c.Enqueue(ctx, "q", fila.Message{Kind: "k"}); err != nil {
+			t.Errorf("Enqueue: %v", err)
+		}
+	})
+}
+
+func TestConcurrentMigrations(t *testing.T) {
+	base := testPool(t)
+	schema := freshSchema(t, base)
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		// Separate pools, as separate processes would have.
+		pool := testPool(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = postgres.Migrate(ctxT(t, 60*time.Second), pool, schema)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("migrator %d: %v", i, err)
+		}
+	}
+	ctx := ctxT(t, 10*time.Second)
+	var versions []int
+	rows, err := base.Query(ctx, "SELECT version FROM "+schema+".schema_migrations ORDER BY version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != postgres.SchemaVersion() || versions[len(versions)-1] != postgres.SchemaVersion() {
+		t.Errorf("applied versions %v, want 1..%d once each", versions, postgres.SchemaVersion())
+	}
+	// Migrating an up-to-date schema is a no-op.
+	if err := postgres.Migrate(ctx, base, schema); err != nil {
+		t.Errorf("second Migrate: %v", err)
+	}
+}
+
+// TestWakeUpLatency measures how soon a receive blocked on an empty queue
+// returns after an enqueue from another driver instance, with LISTEN on.
+func TestWakeUpLatency(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	consumer := newDriver(t, pool, postgres.Options{Schema: schema})
+	producer := newClient(t, newDriver(t, pool, postgres.Options{Schema: schema}))
+	c := newClient(t, consumer)
+	q := "wake-" + randHex(4)
+	const rounds = 15
+	lat := make([]time.Duration, 0, rounds)
+	for i := 0; i < rounds; i++ {
+		type result struct {
+			at  time.Time
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			ds, err := c.Receive(ctxT(t, 20*time.Second), q, fila.ReceiveParams{})
+			at := time.Now()
+			if err == nil {
+				err = c.AckBatch(context.Background(), ds)
+			}
+			got <- result{at, err}
+		}()
+		waitFor(t, 10*time.Second, "the receive to block with LISTEN up", func() bool {
+			return postgres.Sleeping(consumer) == 1 && postgres.ListenerUp(consumer)
+		})
+		start := time.Now()
+		if _, err := producer.Enqueue(ctxT(t, 10*time.Second), q, fila.Message{Kind: "wake"}); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatalf("Receive: %v", r.err)
+		}
+		lat = append(lat, r.at.Sub(start))
+	}
+	slices.Sort(lat)
+	median, worst := lat[len(lat)/2], lat[len(lat)-1]
+	t.Logf("wake-up latency after enqueue (enqueue round trip included): median %v, max %v over %d rounds", median, worst, rounds)
+	if median > 100*time.Millisecond {
+		t.Errorf("median wake-up latency %v, want well under 100ms", median)
+	}
+}
+
+// TestListenConnectionKilled kills the LISTEN connection with
+// pg_terminate_backend: messages enqueued while it is down are still
+// delivered promptly (the receive polls every second while the listener is
+// down and is woken when it comes back), and wake-ups work again after the
+// reconnect.
+func TestListenConnectionKilled(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	consumer := newDriver(t, pool, postgres.Options{Schema: schema}) // 30s safety poll
+	c := newClient(t, consumer)
+	q := "killed-" + randHex(4)
+	ctx := ctxT(t, 60*time.Second)
+	listeners := func() []int32 {
+		rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE query = $1`,
+			`LISTEN "`+postgres.ChannelName(schema)+`"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	receive := func() <-chan error {
+		got := make(chan error, 1)
+		go func() {
+			ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 10})
+			if err == nil {
+				err = c.AckBatch(ctx, ds)
+			}
+			got <- err
+		}()
+		waitFor(t, 10*time.Second, "the receive to block", func() bool { return postgres.Sleeping(consumer) == 1 })
+		return got
+	}
+	for round := 0; round < 2; round++ {
+		got := receive()
+		waitFor(t, 10*time.Second, "the LISTEN connection", func() bool { return len(listeners()) == 1 && postgres.ListenerUp(consumer) })
+		pid := listeners()[0]
+		var ok bool
+		if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+			t.Fatalf("pg_terminate_backend(%d): %v %v", pid, ok, err)
+		}
+		waitFor(t, 5*time.Second, "the driver to notice the lost LISTEN connection", func() bool {
+			return !postgres.ListenerUp(consumer) || !slices.Contains(listeners(), pid)
+		})
+		start := time.Now()
+		if _, err := fila.New(consumer).Enqueue(ctx, q, fila.Message{Kind: "after-kill"}); err != nil {
+			t.Fatalf("Enqueue: %v", err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("Receive: %v", err)
+			}
+			t.Logf("round %d: delivered %v after the enqueue with the LISTEN connection killed", round, time.Since(start))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: message not delivered within 5s of the LISTEN connection being killed", round)
+		}
+	}
+	// After the reconnect, wake-ups are immediate again.
+	got := receive()
+	waitFor(t, 10*time.Second, "the LISTEN connection to come back", func() bool { return postgres.ListenerUp(consumer) })
+	start := time.Now()
+	if _, err := fila.New(consumer).Enqueue(ctx, q, fila.Message{Kind: "after-reconnect"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("wake-up after reconnect took %v", d)
+	}
+}
+
+// TestPollingWithoutListen: with fila_listen=false, blocked receives poll at
+// the configured interval and hold no LISTEN connection.
+func TestPollingWithoutListen(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	drv := newDriver(t, pool, postgres.Options{Schema: schema, DisableListen: true, PollInterval: 100 * time.Millisecond})
+	c := newClient(t, drv)
+	q := "poll-" + randHex(4)
+	ctx := ctxT(t, 30*time.Second)
+	got := make(chan error, 1)
+	go func() {
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{})
+		if err == nil {
+			err = c.AckBatch(ctx, ds)
+		}
+		got <- err
+	}()
+	waitFor(t, 10*time.Second, "the receive to block", func() bool { return postgres.Sleeping(drv) == 1 })
+	start := time.Now()
+	if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "polled"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("polling receive took %v with a 100ms poll interval", d)
+	}
+	if postgres.ListenerUp(drv) {
+		t.Errorf("LISTEN connection is up with DisableListen")
+	}
+}
+
+// TestTxEnqueue: a message enqueued in a transaction is invisible until
+// commit and gone on rollback; every pgx query runner is accepted.
+func TestTxEnqueue(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	drv := newDriver(t, pool, postgres.Options{Schema: schema})
+	c := newClient(t, drv)
+	ctx := ctxT(t, 30*time.Second)
+	q := "tx-" + randHex(4)
+
+	count := func() int64 {
+		st, err := c.QueueStats(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Ready
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnqueueTx(ctx, tx, q, fila.Message{Kind: "committed"}, fila.Message{Kind: "committed"}); err != nil {
+		t.Fatalf("EnqueueTx: %v", err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("%d messages visible before commit", n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 2 {
+		t.Errorf("%d messages after commit, want 2", n)
+	}
+
+	tx, err = pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnqueueTx(ctx, tx, q, fila.Message{Kind: "rolled-back", DedupKey: "k"}); err != nil {
+		t.Fatalf("EnqueueTx: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 2 {
+		t.Errorf("%d messages after rollback, want 2", n)
+	}
+	// The rolled-back dedup key is free.
+	if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "dedup", DedupKey: "k"}); err != nil {
+		t.Errorf("Enqueue with the rolled-back key: %v", err)
+	}
+
+	// Other query runners: a pooled connection, a plain pgx.Conn.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnqueueTx(ctx, conn, q, fila.Message{Kind: "conn"}); err != nil {
+		t.Errorf("EnqueueTx(*pgxpool.Conn): %v", err)
+	}
+	conn.Release()
+	if _, err := c.EnqueueTx(ctx, "not a tx", q, fila.Message{Kind: "x"}); !errors.Is(err, fila.ErrInvalid) {
+		t.Errorf("EnqueueTx(string): want ErrInvalid, got %v", err)
+	}
+	if n := count(); n != 4 {
+		t.Errorf("%d messages, want 4", n)
+	}
+}
+
+// TestConnectionLossIsRetryable terminates every connection of a driver's
+// pool: calls fail with a retryable error at most briefly, then the pool
+// recovers by itself.
+func TestConnectionLossIsRetryable(t *testing.T) {
+	admin := testPool(t)
+	schema := migratedSchema(t, admin)
+	app := "fila-loss-" + randHex(4)
+	c, err := fila.Open(ctxT(t, 30*time.Second), driverURL(t, map[string]string{
+		"fila_schema": schema, "application_name": app, "pool_max_conns": "3",
+	}), fila.WithLogger(quietLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxT(t, 60*time.Second)
+	q := "loss-" + randHex(4)
+	// Warm the pool.
+	for i := 0; i < 3; i++ {
+		if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "warm"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var killed int
+	if err := admin.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed == 0 {
+		t.Fatal("no connection of the driver found to kill")
+	}
+	var failures int
+	ok := false
+	for i := 0; i < 10 && !ok; i++ {
+		_, err := c.Enqueue(ctx, q, fila.Message{Kind: "after-loss"})
+		switch {
+		case err == nil:
+			ok = true
+		case postgres.IsRetryable(err):
+			failures++
+		default:
+			t.Fatalf("Enqueue after connection loss: %v is not retryable", err)
+		}
+	}
+	if !ok {
+		t.Fatalf("pool did not recover after %d retryable failures", failures)
+	}
+	t.Logf("killed %d connections; %d retryable failures before the pool recovered", killed, failures)
+	ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 10})
+	if err != nil || len(ds) == 0 {
+		t.Fatalf("Receive after recovery: %d, %v", len(ds), err)
+	}
+}
+
+// TestDedupWithinBatchAndAcrossTx covers the holder lookup paths: a
+// duplicate of an earlier message of the same batch and of a stored one.
+func TestDedupWithinBatch(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := newClient(t, newDriver(t, pool, postgres.Options{Schema: schema}))
+	ctx := ctxT(t, 30*time.Second)
+	q := "dedup-" + randHex(4)
+	first, err := c.Enqueue(ctx, q, fila.Message{Kind: "k", DedupKey: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := c.EnqueueBatch(ctx, q, []fila.Message{
+		{Kind: "k", DedupKey: "b"}, {Kind: "k", DedupKey: "a"}, {Kind: "k", DedupKey: "b"}, {Kind: "k"},
+	})
+	var dup *fila.DuplicateError
+	if !errors.As(err, &dup) || dup.ID != first {
+		t.Fatalf("EnqueueBatch: want a DuplicateError for key a held by %s, got %v", first, err)
+	}
+	if ids[1] != first || ids[2] != ids[0] || ids[3] == ids[0] {
+		t.Errorf("ids %v: want [x, %s, x, y]", ids, first)
+	}
+	st, err := c.QueueStats(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready != 3 {
+		t.Errorf("ready %d, want 3", st.Ready)
+	}
+}
+
+func ExampleNew() {
+	// See example_tx_test.go for a runnable example; this one shows the
+	// wiring of a driver over an existing pool.
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	if err != nil {
+		panic(err)
+	}
+	drv, err := postgres.New(ctx, pool, postgres.Options{Schema: "jobs", Migrate: true})
+	if err != nil {
+		panic(err)
+	}
+	client := fila.New(drv)
+	defer client.Close()
+	fmt.Println(drv.Schema())
+}

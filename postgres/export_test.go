@@ -1,0 +1,12 @@
+package postgres
+
+// Test hooks.
+
+// ListenerUp reports whether d's LISTEN connection is up.
+func ListenerUp(d *Driver) bool { return d.waiters.listening.Load() }
+
+// Sleeping returns how many receives of d are waiting for a wake-up.
+func Sleeping(d *Driver) int64 { return d.sleeping.Load() }
+
+// ChannelName is the notification channel of a schema.
+var ChannelName = channelName
