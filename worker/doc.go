@@ -1,0 +1,85 @@
+// Package worker runs jobs from Fila queues: it receives messages, runs the
+// handler registered for each message's kind, and acks, retries or
+// dead-letters the message by one outcome policy, so applications never
+// write the receive loop themselves. It works unchanged over every Fila
+// driver.
+//
+//	w, err := worker.New(client, worker.Config{
+//		Queues: map[string]worker.QueueConfig{"emails": {Concurrency: 20}},
+//	})
+//	worker.Handle(w, SendWelcomeJob, sendWelcome) // a typed job, see Kind
+//	w.HandleFunc("report.build", buildReport)     // or a plain handler
+//	err = w.Run(ctx)                              // until ctx ends
+//
+// # Delivery semantics
+//
+// Delivery is at least once: a job whose worker crashes, hangs past its
+// lease or loses its connection is delivered again, and a job can also run
+// twice when its lease is lost while it runs. Handlers must be idempotent
+// (check whether the effect already happened before applying it; put ids in
+// messages, not whole objects). Ordering is not guaranteed.
+//
+// # Outcome policy
+//
+// When the handler returns, the worker applies exactly one outcome:
+//
+//   - nil: the message is acked.
+//   - an error made by [Permanent] (checked with errors.As, so it may be
+//     wrapped): the message is dead-lettered at once with the error text as
+//     the reason. Permanent and transient failures never share a retry budget.
+//   - any other error, on an attempt below the job's max attempts: the
+//     message is retried after the kind's [Backoff] for that attempt
+//     (default [DefaultBackoff]: 30s, 2m, 8m, then 10m, each shortened by up
+//     to 20% at random) with the error text as its last error.
+//   - any other error on the last allowed attempt: the message is
+//     dead-lettered with the error text as the reason. The max attempts in
+//     force is the lower of the message's own limit (fila.Message.MaxAttempts,
+//     else the client's default) and Config.MaxAttempts or the kind's
+//     override.
+//   - a panic: recovered and treated as a transient error (a [*PanicError]);
+//     the reason holds the panic value and the stack, trimmed to 4 KiB.
+//   - a timeout: each job's context has a deadline (Config.Timeout, default
+//     1m, or the kind's override); an error returned after it is transient
+//     and wraps [ErrTimeout].
+//   - an unknown kind: dead-lettered at once with the reason
+//     `worker: no handler registered for kind "K"`, unless
+//     Config.UnknownKind handles it.
+//
+// Messages delivered more often than their max attempts (after crashes,
+// whose attempts count too) never reach a handler: the client dead-letters
+// them with the reason "max attempts exceeded".
+//
+// # Leases and heartbeats
+//
+// Each message is received under Config.Lease (default 30s). While a job
+// runs, a heartbeat extends its lease every Config.Heartbeat (default a third
+// of the lease), so long jobs keep their messages. If an extension finds the
+// lease lost (it expired and another consumer took the message), the job's
+// context is cancelled with cause fila.ErrLeaseLost and its outcome is not
+// applied: the other consumer owns the message now. Heartbeats stop at the
+// job's timeout, so a handler that ignores its context cannot hold a message
+// forever.
+//
+// # Concurrency
+//
+// Each queue has its own concurrency limit (QueueConfig.Concurrency). The
+// worker asks Receive for at most as many messages as it has free slots, so
+// no message waits leased while no goroutine can run it.
+//
+// # Shutdown
+//
+// When Run's context ends the worker stops receiving, lets running jobs
+// finish for up to Config.ShutdownGrace, then cancels their contexts (cause
+// [ErrShutdown]); a job interrupted that way has its message released at once
+// (not acked, not backed off) for another consumer, as do messages received
+// but not yet started. Settlement after shutdown uses a fresh context bounded
+// to 10s. Run returns once every goroutine it started has ended.
+//
+// # Observability
+//
+// Every job's context carries a logger ([Logger]) with the queue, kind, id
+// and attempt as attributes; the worker logs outcomes through it.
+// Config.OnJobStart and Config.OnJobEnd report each job's start and end with
+// its duration and [Outcome] for metrics, and Config.Middleware wraps every
+// handler for logging, metrics or tracing.
+package worker

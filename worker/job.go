@@ -1,0 +1,220 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fila-go/fila"
+)
+
+// maxStackBytes bounds the stack kept in a PanicError and its reason.
+const maxStackBytes = 4 << 10
+
+// runJob runs one delivery's handler and applies the outcome policy.
+func (w *Worker) runJob(base context.Context, d *fila.Delivery) {
+	s := w.cfg.settingsFor(d.Kind)
+	maxAttempts := d.MaxAttempts
+	if s.maxAttempts > 0 && (maxAttempts <= 0 || s.maxAttempts < maxAttempts) {
+		maxAttempts = s.maxAttempts
+	}
+	log := w.log.With(slog.String("queue", d.Queue), slog.String("kind", d.Kind),
+		slog.String("id", d.ID), slog.Int("attempt", d.Attempt))
+
+	ctx, cancel := context.WithCancelCause(base)
+	defer cancel(nil)
+	if s.timeout > 0 {
+		var cancelTimeout context.CancelFunc
+		ctx, cancelTimeout = context.WithTimeoutCause(ctx, s.timeout, ErrTimeout)
+		defer cancelTimeout()
+	}
+	ctx = context.WithValue(ctx, loggerKey{}, log)
+
+	ev := JobEvent{Queue: d.Queue, Kind: d.Kind, ID: d.ID, Attempt: d.Attempt, MaxAttempts: maxAttempts, Started: time.Now()}
+	if w.cfg.OnJobStart != nil {
+		w.cfg.OnJobStart(ev)
+	}
+
+	var lost atomic.Bool
+	stopHeartbeat := w.heartbeat(ctx, d, log, func() {
+		lost.Store(true)
+		cancel(fila.ErrLeaseLost)
+	})
+	err := call(ctx, w.handler(d.Kind), d)
+	stopHeartbeat()
+	ev.Duration = time.Since(ev.Started)
+
+	cause := context.Cause(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(cause, ErrTimeout) {
+		err = fmt.Errorf("%w after %v: %w", ErrTimeout, s.timeout, err)
+	}
+	ev.Err = err
+
+	if lost.Load() {
+		ev.Outcome, ev.SettleErr = OutcomeLeaseLost, fila.ErrLeaseLost
+		log.Warn("fila worker: lease lost while the job ran; its outcome was not applied (another consumer may run it)",
+			slog.Duration("duration", ev.Duration), slog.Any("error", err))
+		w.end(ev)
+		return
+	}
+
+	// Decide the outcome, in this order: success, permanent failure,
+	// interruption by shutdown, last attempt, retry.
+	var settle func(context.Context) error
+	switch {
+	case err == nil:
+		ev.Outcome = OutcomeAck
+		settle = d.Ack
+	case IsPermanent(err):
+		ev.Outcome, ev.Reason = OutcomeDead, reasonOf(err)
+		settle = func(ctx context.Context) error { return d.Dead(ctx, ev.Reason) }
+	case ctx.Err() != nil && errors.Is(cause, ErrShutdown):
+		ev.Err = fmt.Errorf("%w: %w", ErrShutdown, err)
+		ev.Outcome, ev.Reason = OutcomeReleased, reasonOf(ev.Err)
+		settle = func(ctx context.Context) error { return d.Retry(ctx, 0, ev.Reason) }
+	case maxAttempts > 0 && d.Attempt >= maxAttempts:
+		ev.Outcome, ev.Reason = OutcomeDead, reasonOf(err)
+		settle = func(ctx context.Context) error { return d.Dead(ctx, ev.Reason) }
+	default:
+		ev.Outcome, ev.Reason, ev.RetryDelay = OutcomeRetry, reasonOf(err), max(s.backoff(d.Attempt), 0)
+		settle = func(ctx context.Context) error { return d.Retry(ctx, ev.RetryDelay, ev.Reason) }
+	}
+
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(base), settleTimeout)
+	serr := settle(sctx)
+	scancel()
+	switch {
+	case serr == nil:
+	case errors.Is(serr, fila.ErrLeaseLost):
+		ev.Outcome, ev.SettleErr = OutcomeLeaseLost, serr
+	default:
+		ev.Outcome, ev.SettleErr = OutcomeUnsettled, serr
+	}
+	w.logEnd(log, ev)
+	w.end(ev)
+}
+
+func (w *Worker) end(ev JobEvent) {
+	if w.cfg.OnJobEnd != nil {
+		w.cfg.OnJobEnd(ev)
+	}
+}
+
+func (w *Worker) logEnd(log *slog.Logger, ev JobEvent) {
+	dur := slog.Duration("duration", ev.Duration)
+	switch ev.Outcome {
+	case OutcomeAck:
+		log.Debug("fila worker: job done", dur)
+	case OutcomeRetry:
+		log.Warn("fila worker: job failed; retrying", dur, slog.Any("error", ev.Err), slog.Duration("retry_in", ev.RetryDelay))
+	case OutcomeDead:
+		log.Error("fila worker: job dead-lettered", dur, slog.Int("max_attempts", ev.MaxAttempts), slog.String("reason", firstLine(ev.Reason)))
+	case OutcomeReleased:
+		log.Info("fila worker: job interrupted by shutdown; message released", dur, slog.Any("error", ev.Err))
+	case OutcomeLeaseLost:
+		log.Warn("fila worker: lease lost before the outcome was applied (another consumer may run it)", dur, slog.Any("error", ev.Err))
+	case OutcomeUnsettled:
+		log.Error("fila worker: applying the job's outcome failed; the message comes back when its lease expires",
+			dur, slog.Any("error", ev.SettleErr), slog.Any("job_error", ev.Err))
+	}
+}
+
+// heartbeat extends d's lease every Config.Heartbeat while the job runs. It
+// stops when ctx ends (timeout, shutdown, lost lease) or when the returned
+// function is called, which waits for it. onLost runs when the lease is lost.
+func (w *Worker) heartbeat(ctx context.Context, d *fila.Delivery, log *slog.Logger, onLost func()) (stop func()) {
+	every := w.cfg.Heartbeat
+	if every <= 0 {
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(every, settleTimeout))
+			err := d.Extend(ectx, w.cfg.Lease)
+			cancel()
+			switch {
+			case err == nil:
+			case errors.Is(err, fila.ErrLeaseLost):
+				log.Warn("fila worker: lease lost during the job; cancelling it")
+				onLost()
+				return
+			case errors.Is(err, fila.ErrClosed):
+				return
+			default:
+				log.Warn("fila worker: extending the lease failed; trying again", slog.Any("error", err))
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// call runs h, turning a panic into a *PanicError.
+func call(ctx context.Context, h Handler, d *fila.Delivery) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: trimStack(debug.Stack())}
+		}
+	}()
+	return h.Work(ctx, d)
+}
+
+// trimStack drops the frames above the panicking function (debug.Stack, the
+// recover closure, runtime.panic) and cuts the rest at maxStackBytes on a
+// line boundary.
+func trimStack(st []byte) []byte {
+	header, rest, ok := bytes.Cut(st, []byte("\n"))
+	if !ok {
+		return st
+	}
+	if i := bytes.Index(rest, []byte("\npanic(")); i >= 0 {
+		// Skip the panic( line and its file:line line.
+		after := rest[i+1:]
+		for range 2 {
+			if j := bytes.IndexByte(after, '\n'); j >= 0 {
+				after = after[j+1:]
+			}
+		}
+		rest = after
+	}
+	out := append(append(append([]byte{}, header...), '\n'), rest...)
+	if len(out) > maxStackBytes {
+		cut := out[:maxStackBytes]
+		if j := bytes.LastIndexByte(cut, '\n'); j > 0 {
+			cut = cut[:j+1]
+		}
+		out = append(cut, "...additional frames elided...\n"...)
+	}
+	return out
+}
+
+// reasonOf is the reason recorded for a failed job: the error text, and for
+// a panic its stack.
+func reasonOf(err error) string {
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		return err.Error() + "\n\n" + string(pe.Stack)
+	}
+	return err.Error()
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

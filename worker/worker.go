@@ -1,0 +1,243 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fila-go/fila"
+)
+
+// settleTimeout bounds each settlement call (Ack, Retry, Dead, Release) and
+// each heartbeat. Settlements run on a context detached from Run's, so a job
+// finishing during shutdown is still settled.
+const settleTimeout = 10 * time.Second
+
+// Receive error backoff: a failing Receive (broker down) is retried after
+// receiveRetryMin, doubling up to receiveRetryMax.
+const (
+	receiveRetryMin = 100 * time.Millisecond
+	receiveRetryMax = 5 * time.Second
+)
+
+// Worker receives messages from its queues and runs the handler registered
+// for each message's kind, applying the outcome policy (see the package
+// documentation). Create one with New, register handlers with Handle,
+// HandleFunc or the generic Handle function, then call Run.
+type Worker struct {
+	c   *fila.Client
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.RWMutex
+	handlers map[string]Handler // wrapped with the middleware
+	unknown  Handler            // wrapped with the middleware
+
+	started atomic.Bool
+}
+
+// New returns a Worker that receives from c with cfg. It checks cfg and fills
+// in its defaults.
+func New(c *fila.Client, cfg Config) (*Worker, error) {
+	if c == nil {
+		return nil, errors.New("worker: client is nil")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	unknown := cfg.UnknownKind
+	if unknown == nil {
+		unknown = HandlerFunc(deadUnknown)
+	}
+	return &Worker{
+		c:        c,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		handlers: map[string]Handler{},
+		unknown:  chain(unknown, cfg.Middleware),
+	}, nil
+}
+
+func deadUnknown(_ context.Context, d *fila.Delivery) error {
+	return Permanent(fmt.Errorf("worker: no handler registered for kind %q", d.Kind))
+}
+
+// Handle registers h for messages of kind. It panics if kind is empty, h is
+// nil or kind already has a handler, like http.ServeMux. Handlers may be
+// registered while the worker runs.
+func (w *Worker) Handle(kind string, h Handler) {
+	if kind == "" {
+		panic("worker: Handle with an empty kind")
+	}
+	if h == nil {
+		panic("worker: Handle with a nil handler for kind " + kind)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, dup := w.handlers[kind]; dup {
+		panic("worker: Handle called twice for kind " + kind)
+	}
+	w.handlers[kind] = chain(h, w.cfg.Middleware)
+}
+
+// HandleFunc registers f for messages of kind; see Handle.
+func (w *Worker) HandleFunc(kind string, f func(ctx context.Context, d *fila.Delivery) error) {
+	if f == nil {
+		panic("worker: HandleFunc with a nil function for kind " + kind)
+	}
+	w.Handle(kind, HandlerFunc(f))
+}
+
+func (w *Worker) handler(kind string) Handler {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if h, ok := w.handlers[kind]; ok {
+		return h
+	}
+	return w.unknown
+}
+
+// Run receives and runs jobs until ctx ends, then shuts down gracefully: it
+// stops receiving, lets running jobs finish for up to Config.ShutdownGrace,
+// then cancels their contexts (cause ErrShutdown) and waits for them to
+// return. Messages received but not started are released at once for other
+// consumers, never acked. Run returns only when every goroutine it started
+// has ended.
+//
+// Run returns nil after a shutdown caused by ctx. It returns an error when a
+// queue cannot be received from for good (the client was closed: ErrClosed;
+// invalid settings: ErrInvalid), after the same graceful shutdown. Transient
+// receive errors are logged and retried with backoff. A Worker runs once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("worker: Run called twice")
+	}
+	// Jobs keep ctx's values but not its cancellation: they end by the
+	// shutdown grace, not at once.
+	jobBase, hardStop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer hardStop(nil)
+	recvCtx, stopRecv := context.WithCancelCause(ctx)
+	defer stopRecv(nil)
+
+	var (
+		jobs    sync.WaitGroup
+		loops   sync.WaitGroup
+		errOnce sync.Once
+		runErr  error
+	)
+	for queue, qc := range w.cfg.Queues {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			if err := w.receiveLoop(recvCtx, jobBase, queue, qc.Concurrency, &jobs); err != nil {
+				errOnce.Do(func() { runErr = err })
+				stopRecv(err)
+			}
+		}()
+	}
+	loops.Wait() // every receive loop has ended: no more jobs start
+
+	done := make(chan struct{})
+	go func() { jobs.Wait(); close(done) }()
+	select {
+	case <-done:
+	default:
+		grace := max(w.cfg.ShutdownGrace, 0)
+		w.log.Info("fila worker: stopping; waiting for running jobs", slog.Duration("grace", grace))
+		t := time.NewTimer(grace)
+		select {
+		case <-done:
+			t.Stop()
+		case <-t.C:
+			w.log.Warn("fila worker: shutdown grace period over; cancelling running jobs")
+			hardStop(ErrShutdown)
+			<-done
+		}
+	}
+	return runErr
+}
+
+// receiveLoop receives from queue into free slots until ctx ends. It returns
+// an error only when receiving fails for good.
+func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurrency int, jobs *sync.WaitGroup) error {
+	// slots holds one token per running job; only this goroutine adds
+	// tokens, so the free count only grows while it waits in Receive.
+	slots := make(chan struct{}, concurrency)
+	retry := receiveRetryMin
+	for {
+		select {
+		case slots <- struct{}{}: // wait for one free slot
+		case <-ctx.Done():
+			return nil
+		}
+		n := min(1+concurrency-len(slots), fila.MaxReceive)
+		ds, err := w.c.Receive(ctx, queue, fila.ReceiveParams{Max: n, Lease: w.cfg.Lease})
+		if err != nil {
+			<-slots
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, fila.ErrClosed) || errors.Is(err, fila.ErrInvalid) {
+				w.log.Error("fila worker: receive failed for good; stopping", slog.String("queue", queue), slog.Any("error", err))
+				return fmt.Errorf("worker: receive from %q: %w", queue, err)
+			}
+			w.log.Warn("fila worker: receive failed; retrying", slog.String("queue", queue),
+				slog.Any("error", err), slog.Duration("retry_in", retry))
+			if !sleep(ctx, retry) {
+				return nil
+			}
+			retry = min(retry*2, receiveRetryMax)
+			continue
+		}
+		retry = receiveRetryMin
+		for range len(ds) - 1 {
+			slots <- struct{}{} // never blocks: we asked for no more than were free
+		}
+		if ctx.Err() != nil {
+			// Shutdown began while these were being received: give them
+			// back at once rather than start them.
+			w.release(queue, ds)
+			for range ds {
+				<-slots
+			}
+			return nil
+		}
+		for _, d := range ds {
+			jobs.Add(1)
+			go func() {
+				defer func() { <-slots; jobs.Done() }()
+				w.runJob(jobBase, d)
+			}()
+		}
+	}
+}
+
+// release gives received but unstarted deliveries back without acking them.
+func (w *Worker) release(queue string, ds []*fila.Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	for _, d := range ds {
+		if err := d.Release(ctx); err != nil && !errors.Is(err, fila.ErrLeaseLost) {
+			w.log.Warn("fila worker: releasing an unstarted message failed; it comes back when its lease expires",
+				slog.String("queue", queue), slog.String("kind", d.Kind), slog.String("id", d.ID), slog.Any("error", err))
+		}
+	}
+	w.log.Debug("fila worker: released unstarted messages at shutdown", slog.String("queue", queue), slog.Int("count", len(ds)))
+}
+
+// sleep waits for d or ctx's end and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
