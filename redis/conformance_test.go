@@ -1,0 +1,33 @@
+package redis_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/conformance"
+	"github.com/fila-go/fila/redis"
+)
+
+// TestConformance runs the shared contract suite against the real Redis
+// server, each test queue under a fresh key prefix removed afterwards.
+func TestConformance(t *testing.T) {
+	e := newEnv(t)
+	raw := driverURL(t, e.url, map[string]string{"fila_prefix": e.prefix, "pool_size": "8"})
+	conformance.Run(t, conformance.Harness{
+		Open: func(ctx context.Context) (backend.Driver, error) {
+			u, err := url.Parse(raw)
+			if err != nil {
+				return nil, err
+			}
+			return redis.Open(ctx, u)
+		},
+		Missing: map[conformance.Feature]string{
+			conformance.FeatureTxEnqueue: "Redis has no transaction a caller can share with the queue (MULTI cannot hold a script's reads)",
+		},
+		WakeupBound:     time.Second,
+		RedeliveryBound: 2 * time.Second,
+	})
+}

@@ -1,0 +1,152 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// scanChunk is how many dead letters one XRANGE reads while listing or
+// selecting.
+const scanChunk = 500
+
+// deadLetter decodes one entry of a dead-letter stream.
+func deadLetter(queue string, e goredis.XMessage) (backend.DeadLetter, error) {
+	f := make(map[string]string, len(e.Values))
+	for k, v := range e.Values {
+		f[k] = str(v)
+	}
+	m, err := messageFrom(f)
+	if err != nil {
+		return backend.DeadLetter{}, err
+	}
+	dl := backend.DeadLetter{Message: m, Queue: queue, Reason: f[fDeadReason]}
+	dl.Attempts, _ = strconv.Atoi(f[fDeadAtt])
+	if ms, err := strconv.ParseInt(f[fDeadAt], 10, 64); err == nil {
+		dl.DeadAt = msTime(ms)
+	}
+	return dl, nil
+}
+
+// DeadList lists dead letters oldest first. The cursor is the stream id of
+// the last letter of the previous page.
+func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListParams) (backend.DeadPage, error) {
+	k := d.keys(queue)
+	start := "-"
+	if p.Cursor != "" {
+		start = "(" + p.Cursor
+	}
+	var page backend.DeadPage
+	var ids []string
+	for {
+		es, err := d.c.XRangeN(ctx, k.dead, start, "+", scanChunk).Result()
+		if err != nil {
+			return backend.DeadPage{}, d.fail(ctx, err)
+		}
+		for _, e := range es {
+			if p.Kind != "" && str(e.Values[fKind]) != p.Kind {
+				continue
+			}
+			if len(page.Letters) == p.Limit {
+				// One more match exists: there is a next page.
+				page.Next = ids[len(ids)-1]
+				return page, nil
+			}
+			dl, err := deadLetter(queue, e)
+			if err != nil {
+				return backend.DeadPage{}, err
+			}
+			page.Letters = append(page.Letters, dl)
+			ids = append(ids, e.ID)
+		}
+		if len(es) < scanChunk {
+			return page, nil
+		}
+		start = "(" + es[len(es)-1].ID
+	}
+}
+
+// selectDead calls fn with chunks of the stream ids of the dead letters f
+// selects.
+func (d *Driver) selectDead(ctx context.Context, k keys, f backend.DeadFilter, fn func([]string) error) error {
+	var want map[string]bool
+	if f.IDs != nil {
+		want = make(map[string]bool, len(f.IDs))
+		for _, id := range f.IDs {
+			want[id] = true
+		}
+	}
+	start := "-"
+	for {
+		es, err := d.c.XRangeN(ctx, k.dead, start, "+", scanChunk).Result()
+		if err != nil {
+			return d.fail(ctx, err)
+		}
+		var sel []string
+		for _, e := range es {
+			if want != nil && !want[str(e.Values[fID])] {
+				continue
+			}
+			if f.Kind != "" && str(e.Values[fKind]) != f.Kind {
+				continue
+			}
+			sel = append(sel, e.ID)
+		}
+		if len(sel) > 0 {
+			if err := fn(sel); err != nil {
+				return err
+			}
+		}
+		if len(es) < scanChunk {
+			return nil
+		}
+		start = "(" + es[len(es)-1].ID
+	}
+}
+
+// DeadReplay moves the selected dead letters back to the stream as fresh
+// messages (attempts reset, dedup keys dropped); each move is atomic.
+func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFilter) (int, error) {
+	k := d.keys(queue)
+	total := 0
+	err := d.selectDead(ctx, k, f, func(sids []string) error {
+		args := make([]any, 0, len(sids)+1)
+		args = append(args, group)
+		for _, s := range sids {
+			args = append(args, s)
+		}
+		n, err := scriptReplay.Run(ctx, d.c, k.list(), args...).Int()
+		if err != nil {
+			return d.fail(ctx, err)
+		}
+		total += n
+		return nil
+	})
+	return total, err
+}
+
+// DeadPurge deletes the selected dead letters.
+func (d *Driver) DeadPurge(ctx context.Context, queue string, f backend.DeadFilter) (int, error) {
+	k := d.keys(queue)
+	if f.IDs == nil && f.Kind == "" {
+		n, err := scriptPurge.Run(ctx, d.c, k.list(), "*").Int()
+		return n, d.fail(ctx, err)
+	}
+	total := 0
+	err := d.selectDead(ctx, k, f, func(sids []string) error {
+		args := make([]any, len(sids))
+		for i, s := range sids {
+			args[i] = s
+		}
+		n, err := scriptPurge.Run(ctx, d.c, k.list(), args...).Int()
+		if err != nil {
+			return d.fail(ctx, err)
+		}
+		total += n
+		return nil
+	})
+	return total, err
+}

@@ -1,0 +1,421 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// group is the name of the consumer group of every queue's stream.
+const group = "fila"
+
+// Driver is the Redis driver. It implements backend.Driver and the optional
+// Deduper, DeadLetterer, StatsReader, Pinger and Namer interfaces. Use it
+// through fila.Open("redis://…") or fila.New(redis.New(client, opts)).
+type Driver struct {
+	c goredis.UniversalClient
+	o Options
+	// consumer is this instance's consumer name in every group.
+	consumer string
+	// tokBase and tokSeq make each Receive's lease tokens unique.
+	tokBase string
+	tokSeq  atomic.Uint64
+
+	// waits tracks goroutines blocked on a stream (XREAD BLOCK), which go-redis
+	// cannot interrupt; Close waits for them (at most Options.Block).
+	waits sync.WaitGroup
+
+	mu      sync.Mutex
+	touched map[string]bool // queues this instance received from
+	closed  bool
+}
+
+// New returns a driver over a go-redis client the caller owns (a *Client,
+// *ClusterClient or failover client). Close does not close the client unless
+// o.CloseClient is set. New reads the server's maxmemory-policy and logs a
+// warning unless it is noeviction.
+func New(client goredis.UniversalClient, o Options) (*Driver, error) {
+	if client == nil {
+		return nil, backend.Invalidf("redis client is nil")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return newDriver(ctx, client, o)
+}
+
+func newDriver(ctx context.Context, client goredis.UniversalClient, o Options) (*Driver, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("fila/redis: random consumer name: %w", err)
+	}
+	id := hex.EncodeToString(b)
+	d := &Driver{c: client, o: o, consumer: "fila-" + id, tokBase: id[:8], touched: map[string]bool{}}
+	d.checkPolicy(ctx)
+	return d, nil
+}
+
+// checkPolicy warns when Redis may evict keys: an evicted lease, stream or
+// dedup key silently loses or duplicates messages.
+func (d *Driver) checkPolicy(ctx context.Context) {
+	v, err := d.c.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		d.o.Logger.Debug("fila/redis: cannot read maxmemory-policy (CONFIG GET refused?); make sure it is noeviction", slog.Any("error", err))
+		return
+	}
+	if p := v["maxmemory-policy"]; p != "" && p != "noeviction" {
+		d.o.Logger.Warn("fila/redis: maxmemory-policy is not noeviction: under memory pressure Redis may evict queue keys and lose or duplicate messages; set maxmemory-policy noeviction",
+			slog.String("maxmemory_policy", p))
+	}
+}
+
+// DriverName returns "redis".
+func (d *Driver) DriverName() string { return "redis" }
+
+// DedupKeys reports that dedup keys are enforced.
+func (d *Driver) DedupKeys() bool { return true }
+
+// Client returns the go-redis client the driver uses.
+func (d *Driver) Client() goredis.UniversalClient { return d.c }
+
+// Ping checks that Redis answers.
+func (d *Driver) Ping(ctx context.Context) error {
+	return d.fail(ctx, d.c.Ping(ctx).Err())
+}
+
+func (d *Driver) keys(queue string) keys { return queueKeys(d.o.Prefix, queue) }
+
+// fail maps an error from Redis: the context's error when ctx ended (so
+// errors.Is(err, context.Canceled) holds), otherwise the cause wrapped with
+// the driver's name. It is the driver's single error-mapping point.
+func (d *Driver) fail(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if errors.Is(err, goredis.ErrClosed) {
+		return backend.ErrClosed
+	}
+	return fmt.Errorf("fila/redis: %w", err)
+}
+
+// Enqueue stores msgs with one script call: the batch is stored whole (a
+// Redis script runs atomically). Messages due now go to the stream, delayed
+// ones to the delayed set.
+func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+	k := d.keys(queue)
+	args := make([]any, 0, 2+len(msgs)*17)
+	args = append(args, group, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		runAt := int64(-1)
+		if !m.RunAt.IsZero() {
+			runAt = unixCeilMS(m.RunAt)
+		}
+		args = append(args, m.ID, m.DedupKey, runAt, ceilMS(m.Delay), 0)
+		at := len(args) - 1
+		var n int
+		var err error
+		if args, n, err = appendFields(args, m); err != nil {
+			return nil, err
+		}
+		args[at] = n
+	}
+	v, err := scriptEnqueue.Run(ctx, d.c, k.list(), args...).Slice()
+	if err != nil {
+		return nil, d.fail(ctx, err)
+	}
+	if len(v) != len(msgs) {
+		return nil, fmt.Errorf("fila/redis: enqueue script returned %d results for %d messages", len(v), len(msgs))
+	}
+	res := make([]backend.EnqueueResult, len(msgs))
+	for i, x := range v {
+		if holder := str(x); holder != "" {
+			res[i] = backend.EnqueueResult{ID: holder, Duplicate: true}
+		} else {
+			res[i] = backend.EnqueueResult{ID: msgs[i].ID}
+		}
+	}
+	return res, nil
+}
+
+func (d *Driver) touch(queue string) {
+	d.mu.Lock()
+	d.touched[queue] = true
+	d.mu.Unlock()
+}
+
+func (d *Driver) token() string {
+	return d.tokBase + strconv.FormatUint(d.tokSeq.Add(1), 36)
+}
+
+// Receive runs the claim script (promote due delayed messages, take over
+// expired leases, read new entries); when it finds nothing it waits on the
+// stream with XREAD BLOCK until a new entry arrives, the next known due time
+// comes, or Options.Block passes, then claims again.
+func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	k := d.keys(queue)
+	d.touch(queue)
+	sweep := int64(0)
+	if d.o.SweepEvery > 0 {
+		sweep = d.o.SweepEvery.Milliseconds()
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		v, err := scriptReceive.Run(ctx, d.c, k.list(), group, d.consumer, p.Max, ceilMS(p.Lease), d.token(),
+			defaultPromote, sweep, d.o.OrphanIdle.Milliseconds()).Slice()
+		if err != nil {
+			return nil, d.fail(ctx, err)
+		}
+		if len(v) != 5 {
+			return nil, fmt.Errorf("fila/redis: receive script returned %d values", len(v))
+		}
+		list, _ := v[4].([]any)
+		if len(list) > 0 {
+			return d.deliveries(ctx, queue, list, msTime(toInt(v[1])))
+		}
+		wait := d.o.Block
+		if next := toInt(v[3]); next >= 0 {
+			if dt := time.Duration(next-toInt(v[0])+1) * time.Millisecond; dt < wait {
+				wait = dt
+			}
+		}
+		if wait < time.Millisecond {
+			wait = time.Millisecond
+		}
+		if err := d.wait(ctx, k.stream, str(v[2]), wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// wait blocks until the stream has an entry after id, wait passes or ctx
+// ends. XREAD has no side effect, so abandoning it on cancellation loses
+// nothing; the goroutine finishes within wait.
+func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration) error {
+	done := make(chan error, 1)
+	d.waits.Add(1)
+	go func() {
+		defer d.waits.Done()
+		err := d.c.XRead(context.WithoutCancel(ctx), &goredis.XReadArgs{Streams: []string{stream, id}, Count: 1, Block: wait}).Err()
+		done <- err
+	}()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case err := <-done:
+		if err == nil || errors.Is(err, goredis.Nil) {
+			return nil
+		}
+		return d.fail(ctx, err)
+	}
+}
+
+func (d *Driver) deliveries(ctx context.Context, queue string, list []any, deadline time.Time) ([]backend.Delivery, error) {
+	out := make([]backend.Delivery, 0, len(list))
+	for _, it := range list {
+		e, _ := it.([]any)
+		if len(e) != 4 {
+			return nil, fmt.Errorf("fila/redis: unexpected delivery %v", it)
+		}
+		sid, token := str(e[0]), str(e[1])
+		f, err := fieldMap(e[3])
+		var m backend.Message
+		if err == nil {
+			m, err = messageFrom(f)
+		}
+		if err != nil {
+			// A corrupt entry would come back forever: dead-letter it.
+			d.o.Logger.Error("fila/redis: dead-lettering an undecodable stream entry", slog.String("queue", queue), slog.String("stream_id", sid), slog.Any("error", err))
+			_ = d.Dead(ctx, backend.Ref{Queue: queue, ID: f[fID], Receipt: makeReceipt(sid, token)}, "fila/redis: undecodable entry: "+err.Error())
+			continue
+		}
+		out = append(out, backend.Delivery{
+			Message: m, Attempt: int(toInt(e[2])), Receipt: makeReceipt(sid, token),
+			Deadline: deadline, LastError: f[fLastError],
+		})
+	}
+	return out, nil
+}
+
+// Ack settles refs with one script call per queue, all in one pipeline (one
+// round trip).
+func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
+	errs := make([]error, len(refs))
+	type batch struct {
+		queue string
+		idx   []int
+		args  []any
+	}
+	var batches []*batch
+	byQueue := map[string]*batch{}
+	for i, r := range refs {
+		sid, tok, ok := parseReceipt(r.Receipt)
+		if !ok {
+			errs[i] = backend.ErrLeaseLost
+			continue
+		}
+		b := byQueue[r.Queue]
+		if b == nil {
+			b = &batch{queue: r.Queue, args: []any{group}}
+			byQueue[r.Queue] = b
+			batches = append(batches, b)
+		}
+		b.idx = append(b.idx, i)
+		b.args = append(b.args, sid, tok)
+	}
+	run := func(c goredis.Scripter, b *batch) *goredis.Cmd {
+		return scriptAck.Run(ctx, c, d.keys(b.queue).list(), b.args...)
+	}
+	cmds := make([]*goredis.Cmd, len(batches))
+	if len(batches) == 1 {
+		cmds[0] = run(d.c, batches[0])
+	} else if len(batches) > 1 {
+		// Make sure the script is cached, since EVALSHA in a pipeline cannot
+		// fall back to EVAL.
+		if err := scriptAck.Load(ctx, d.c).Err(); err != nil {
+			return nil, d.fail(ctx, err)
+		}
+		pipe := d.c.Pipeline()
+		for i, b := range batches {
+			cmds[i] = scriptAck.EvalSha(ctx, pipe, d.keys(b.queue).list(), b.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+		for i, b := range batches {
+			if err := cmds[i].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+				cmds[i] = run(d.c, b)
+			}
+		}
+	}
+	for i, b := range batches {
+		v, err := cmds[i].Slice()
+		if err != nil {
+			err = d.fail(ctx, err)
+			if ctx.Err() != nil || len(batches) == 1 {
+				return nil, err
+			}
+			for _, j := range b.idx {
+				errs[j] = err
+			}
+			continue
+		}
+		for n, j := range b.idx {
+			if n >= len(v) || toInt(v[n]) != 1 {
+				errs[j] = backend.ErrLeaseLost
+			}
+		}
+	}
+	return errs, nil
+}
+
+// Retry ends the lease and re-queues the message: straight to the stream for
+// a zero delay, else to the delayed set.
+func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
+	sid, tok, ok := parseReceipt(ref.Receipt)
+	if !ok {
+		return backend.ErrLeaseLost
+	}
+	n, err := scriptRetry.Run(ctx, d.c, d.keys(ref.Queue).list(), group, sid, tok, ceilMS(delay), reason).Int64()
+	if err != nil {
+		return d.fail(ctx, err)
+	}
+	if n != 1 {
+		return backend.ErrLeaseLost
+	}
+	return nil
+}
+
+// Dead ends the lease and appends the message to the queue's dead-letter
+// stream with reason and attempts.
+func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error {
+	sid, tok, ok := parseReceipt(ref.Receipt)
+	if !ok {
+		return backend.ErrLeaseLost
+	}
+	n, err := scriptDead.Run(ctx, d.c, d.keys(ref.Queue).list(), group, sid, tok, reason, d.o.DeadCap).Int64()
+	if err != nil {
+		return d.fail(ctx, err)
+	}
+	if n != 1 {
+		return backend.ErrLeaseLost
+	}
+	return nil
+}
+
+// Extend moves the lease's recorded deadline and re-claims the pending entry
+// for this consumer (resetting its idle time).
+func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duration) (time.Time, error) {
+	sid, tok, ok := parseReceipt(ref.Receipt)
+	if !ok {
+		return time.Time{}, backend.ErrLeaseLost
+	}
+	ms, err := scriptExtend.Run(ctx, d.c, d.keys(ref.Queue).list(), group, d.consumer, sid, tok, ceilMS(lease)).Int64()
+	if err != nil {
+		return time.Time{}, d.fail(ctx, err)
+	}
+	if ms == 0 {
+		return time.Time{}, backend.ErrLeaseLost
+	}
+	return msTime(ms), nil
+}
+
+// Close waits for blocked stream reads to end (at most Options.Block),
+// removes this instance's consumer from the groups it used when it holds no
+// pending entry, and closes the client when the driver owns it. It never
+// acks.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	queues := make([]string, 0, len(d.touched))
+	for q := range d.touched {
+		queues = append(queues, q)
+	}
+	d.mu.Unlock()
+	d.waits.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, q := range queues {
+		if err := scriptForget.Run(ctx, d.c, d.keys(q).list(), group, d.consumer).Err(); err != nil {
+			d.o.Logger.Debug("fila/redis: could not remove consumer on close", slog.String("queue", q), slog.Any("error", err))
+			break
+		}
+	}
+	if d.o.CloseClient {
+		return d.c.Close()
+	}
+	return nil
+}
+
+var (
+	_ backend.Driver       = (*Driver)(nil)
+	_ backend.Deduper      = (*Driver)(nil)
+	_ backend.DeadLetterer = (*Driver)(nil)
+	_ backend.StatsReader  = (*Driver)(nil)
+	_ backend.Pinger       = (*Driver)(nil)
+	_ backend.Namer        = (*Driver)(nil)
+)

@@ -1,0 +1,36 @@
+package redis
+
+// keys names every Redis key of one queue. All of them carry the hash tag
+// {<prefix>:<queue>}, so they live in one Redis Cluster slot and every script
+// of the driver touches a single slot.
+type keys struct {
+	stream   string // the ready and leased messages (a stream with one consumer group)
+	leases   string // hash: stream id -> "token\nattempt\nmessage id\ndedup key" per current delivery
+	deadline string // sorted set: stream id -> lease deadline (Unix ms)
+	delayed  string // sorted set: message id -> run-at (Unix ms)
+	payloads string // hash: message id -> msgpack of the stream fields of a delayed message
+	dedup    string // hash: dedup key -> id of the pending message that holds it
+	dead     string // stream of dead letters
+	deadKind string // hash: kind -> number of dead letters of that kind
+	sweep    string // hash: state of the orphan sweep ("c" cursor, "t" next run, Unix ms)
+}
+
+// list returns the keys in the order the scripts expect them (KEYS[1..9]).
+func (k keys) list() []string {
+	return []string{k.stream, k.leases, k.deadline, k.delayed, k.payloads, k.dedup, k.dead, k.deadKind, k.sweep}
+}
+
+func queueKeys(prefix, queue string) keys {
+	tag := "{" + prefix + ":" + queue + "}"
+	return keys{
+		stream:   tag + ":stream",
+		leases:   tag + ":leases",
+		deadline: tag + ":deadlines",
+		delayed:  tag + ":delayed",
+		payloads: tag + ":payloads",
+		dedup:    tag + ":dedup",
+		dead:     tag + ":dead",
+		deadKind: tag + ":deadkinds",
+		sweep:    tag + ":sweep",
+	}
+}

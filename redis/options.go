@@ -1,0 +1,177 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+)
+
+// Defaults of Options.
+const (
+	DefaultPrefix     = "fila"
+	DefaultDeadCap    = 100000
+	DefaultBlock      = time.Second
+	DefaultSweepEvery = 30 * time.Second
+	DefaultOrphanIdle = 5 * time.Minute
+	// defaultPromote is how many due delayed messages one receive promotes.
+	defaultPromote = 1000
+)
+
+// Options configure a driver built with New. The zero value uses the
+// defaults.
+type Options struct {
+	// Prefix starts every key: a queue's keys are "{<Prefix>:<queue>}:…".
+	// It must not contain '{' or '}'. Default "fila".
+	Prefix string
+	// DeadCap bounds each queue's dead-letter stream: beyond it the oldest
+	// dead letters are deleted. 0 means DefaultDeadCap; negative means
+	// unbounded.
+	DeadCap int
+	// Block is the longest a blocked Receive waits on the stream before it
+	// looks again for due delayed messages and expired leases that other
+	// clients created meanwhile (its own known due times wake it earlier).
+	// It bounds the redelivery latency. Default 1s.
+	Block time.Duration
+	// SweepEvery is how often (per queue, across all clients) a Receive scans
+	// part of the pending list with XAUTOCLAIM for entries without a lease
+	// record or deleted from the stream. Negative disables the sweep. Default
+	// 30s.
+	SweepEvery time.Duration
+	// OrphanIdle is how long a pending entry must be idle before the sweep
+	// treats it as an orphan candidate. Default 5m.
+	OrphanIdle time.Duration
+	// Logger receives the driver's warnings. Default slog.Default().
+	Logger *slog.Logger
+	// CloseClient makes Close close the go-redis client too. New leaves it
+	// false (the caller owns the client); Open sets it.
+	CloseClient bool
+}
+
+func (o *Options) defaults() error {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return backend.Invalidf("redis key prefix %q must not contain '{' or '}'", o.Prefix)
+	}
+	if o.DeadCap == 0 {
+		o.DeadCap = DefaultDeadCap
+	}
+	if o.DeadCap < 0 {
+		o.DeadCap = 0
+	}
+	if o.Block <= 0 {
+		o.Block = DefaultBlock
+	}
+	if o.Block < time.Millisecond {
+		o.Block = time.Millisecond
+	}
+	if o.SweepEvery == 0 {
+		o.SweepEvery = DefaultSweepEvery
+	}
+	if o.OrphanIdle <= 0 {
+		o.OrphanIdle = DefaultOrphanIdle
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+func init() {
+	fila.Register("redis", Open)
+	fila.Register("rediss", Open)
+}
+
+// Open is the fila.Opener of the "redis" and "rediss" schemes. The URL is a
+// go-redis URL; Fila's own query parameters start with "fila_":
+//
+//	fila_prefix     key prefix (default "fila")
+//	fila_dead_cap   dead letters kept per queue (default 100000, 0 unbounded)
+//	fila_block      longest single stream wait of a blocked Receive (default 1s)
+//	fila_sweep      pending-list sweep interval (default 30s, 0 disables)
+//	fila_mode       "single" (default), "cluster" or "sentinel"
+//
+// An unknown fila_ parameter is an ErrInvalid error. Every other parameter
+// goes to go-redis: redis.ParseURL in single mode (db, pool_size,
+// read_timeout, …), redis.ParseClusterURL in cluster mode (addr=host:port for
+// more seed nodes) and redis.ParseFailoverURL in sentinel mode
+// (master_name=…, addr=… for more sentinels); go-redis rejects the ones it
+// does not know, which is reported as ErrInvalid too.
+func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+	own := url.Values{}
+	rest := url.Values{}
+	for k, v := range u.Query() {
+		if strings.HasPrefix(k, "fila_") {
+			own[k] = v
+		} else {
+			rest[k] = v
+		}
+	}
+	p := backend.NewURLParams(&url.URL{RawQuery: own.Encode()})
+	o := Options{CloseClient: true}
+	o.Prefix = p.String("fila_prefix", DefaultPrefix)
+	if p.Has("fila_dead_cap") {
+		if o.DeadCap = p.Int("fila_dead_cap", DefaultDeadCap); o.DeadCap == 0 {
+			o.DeadCap = -1
+		}
+	}
+	o.Block = p.Duration("fila_block", DefaultBlock)
+	if p.Has("fila_sweep") {
+		if o.SweepEvery = p.Duration("fila_sweep", DefaultSweepEvery); o.SweepEvery == 0 {
+			o.SweepEvery = -1
+		}
+	}
+	mode := p.String("fila_mode", "single")
+	if err := p.Done(); err != nil {
+		return nil, err
+	}
+	if o.Block == 0 {
+		return nil, backend.Invalidf("URL parameter fila_block must be positive")
+	}
+	cu := *u
+	cu.RawQuery = rest.Encode()
+	var client goredis.UniversalClient
+	switch mode {
+	case "single", "":
+		opt, err := goredis.ParseURL(cu.String())
+		if err != nil {
+			return nil, goRedisURLErr(err)
+		}
+		client = goredis.NewClient(opt)
+	case "cluster":
+		opt, err := goredis.ParseClusterURL(cu.String())
+		if err != nil {
+			return nil, goRedisURLErr(err)
+		}
+		client = goredis.NewClusterClient(opt)
+	case "sentinel":
+		opt, err := goredis.ParseFailoverURL(cu.String())
+		if err != nil {
+			return nil, goRedisURLErr(err)
+		}
+		client = goredis.NewFailoverClient(opt)
+	default:
+		return nil, backend.Invalidf("URL parameter fila_mode=%q: want single, cluster or sentinel", mode)
+	}
+	d, err := newDriver(ctx, client, o)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// goRedisURLErr reports a go-redis URL parse error as ErrInvalid, without the
+// URL itself (it may carry a password).
+func goRedisURLErr(err error) error {
+	return fmt.Errorf("%w: redis URL: %s", backend.ErrInvalid, strings.TrimPrefix(err.Error(), "redis: "))
+}

@@ -1,0 +1,516 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// Every script gets the nine keys of one queue (keys.list) and runs on the
+// broker's clock. Stream entries carry the message as fields:
+//
+//	i message id   k kind   b body   t enqueued-at (Unix ns, client clock)
+//	h headers (JSON, optional)   m max attempts (optional)   u dedup key (optional)
+//	n deliveries before this entry (optional)   e last error (optional)
+//
+// A delivery's lease record (hash "leases", field = stream id) is
+// "token\nattempt\nmessage id\ndedup key"; its deadline is the score of the
+// stream id in the "deadlines" sorted set. The consumer group's pending list
+// mirrors the records; the records are the truth.
+
+// luaPrelude holds helpers shared by every script.
+const luaPrelude = `
+local KS, KL, KX, KD, KP, KK, KDEAD, KDK, KW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function tomap(a)
+  local m = {}
+  for i = 1, #a, 2 do m[a[i]] = a[i + 1] end
+  return m
+end
+
+local function rec_make(token, attempt, mid, dedup)
+  return token .. '\n' .. attempt .. '\n' .. mid .. '\n' .. dedup
+end
+
+local function rec_parse(r)
+  local a = string.find(r, '\n', 1, true)
+  local b = string.find(r, '\n', a + 1, true)
+  local c = string.find(r, '\n', b + 1, true)
+  return string.sub(r, 1, a - 1), tonumber(string.sub(r, a + 1, b - 1)), string.sub(r, b + 1, c - 1), string.sub(r, c + 1)
+end
+
+-- ensure creates the stream and its consumer group when the stream is missing
+-- (first use, or after a flush or a restart without persistence).
+local function ensure(g)
+  if redis.call('EXISTS', KS) == 0 then
+    redis.call('XGROUP', 'CREATE', KS, g, '0', 'MKSTREAM')
+  end
+end
+
+local function is_err(r)
+  return type(r) == 'table' and r.err ~= nil
+end
+
+local function free_dedup(dedup, mid)
+  if dedup ~= '' and redis.call('HGET', KK, dedup) == mid then
+    redis.call('HDEL', KK, dedup)
+  end
+end
+
+-- drop ends a delivery: the stream entry, its pending entry and its lease.
+local function drop(g, sid)
+  redis.pcall('XACK', KS, g, sid)
+  redis.call('XDEL', KS, sid)
+  redis.call('HDEL', KL, sid)
+  redis.call('ZREM', KX, sid)
+end
+
+-- requeue returns the fields of entry f for a new entry, recording attempts
+-- deliveries so far and the last error (reason, or the previous one when empty).
+local function requeue(f, attempts, reason)
+  local out = {}
+  local last = ''
+  for i = 1, #f, 2 do
+    local k = f[i]
+    if k == 'e' then last = f[i + 1]
+    elseif k ~= 'n' then out[#out + 1] = k; out[#out + 1] = f[i + 1] end
+  end
+  if reason ~= '' then last = reason end
+  out[#out + 1] = 'n'; out[#out + 1] = attempts
+  if last ~= '' then out[#out + 1] = 'e'; out[#out + 1] = last end
+  return out
+end
+
+-- lease_of returns the token, attempt, message id and dedup key of the
+-- delivery sid when token is its current lease, else nil.
+local function lease_of(sid, token)
+  local r = redis.call('HGET', KL, sid)
+  if not r then return nil end
+  local t, att, mid, dedup = rec_parse(r)
+  if t ~= token then return nil end
+  return t, att, mid, dedup
+end
+
+-- lost_entry cleans up a lease whose stream entry vanished (trimmed or
+-- deleted behind the driver's back).
+local function lost_entry(g, sid, mid, dedup)
+  drop(g, sid)
+  free_dedup(dedup, mid)
+end
+
+local function dead_kind(kind, by)
+  if redis.call('HINCRBY', KDK, kind, by) <= 0 then redis.call('HDEL', KDK, kind) end
+end
+`
+
+// ARGV: group, count, then per message: id, dedup key, run-at (Unix ms, or
+// -1), delay (ms), number of fields, fields... Returns per message "" when
+// stored, else the id of the pending message holding its dedup key.
+const luaEnqueue = `
+local g = ARGV[1]
+local n = tonumber(ARGV[2])
+ensure(g)
+local now = now_ms()
+local out = {}
+local i = 3
+for m = 1, n do
+  local mid, dedup, runat, delay, nf = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  local first, last = i + 5, i + 4 + nf
+  i = last + 1
+  local holder = false
+  if dedup ~= '' then
+    holder = redis.call('HGET', KK, dedup)
+    if not holder then redis.call('HSET', KK, dedup, mid) end
+  end
+  if holder then
+    out[m] = holder
+  else
+    out[m] = ''
+    local due = runat
+    if due < 0 then due = now + delay end
+    if due <= now then
+      redis.call('XADD', KS, '*', unpack(ARGV, first, last))
+    else
+      local f = {}
+      for j = first, last do f[#f + 1] = ARGV[j] end
+      redis.call('HSET', KP, mid, cmsgpack.pack(f))
+      redis.call('ZADD', KD, due, mid)
+    end
+  end
+end
+return out
+`
+
+// ARGV: group, consumer, max, lease (ms), token base, promotion limit, sweep
+// interval (ms, 0 = never), orphan idle (ms). Returns {now, deadline, wake
+// id, next due (ms or -1), deliveries}, each delivery {stream id, token,
+// attempt, fields}. wake id and next due are only set when nothing was
+// delivered.
+const luaReceive = `
+local g, c = ARGV[1], ARGV[2]
+local want, lease, tok = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local plimit, sweepEvery, orphanIdle = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local now = now_ms()
+local deadline = now + lease
+local out = {}
+local seq = 0
+
+local function give(sid, fields, attempt, mid, dedup)
+  seq = seq + 1
+  local token = tok .. '.' .. seq
+  redis.call('HSET', KL, sid, rec_make(token, attempt, mid, dedup))
+  redis.call('ZADD', KX, deadline, sid)
+  out[#out + 1] = {sid, token, attempt, fields}
+end
+
+-- (a) promote delayed messages whose run-at has come
+local due = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'LIMIT', 0, plimit)
+if #due > 0 then
+  ensure(g)
+  for _, mid in ipairs(due) do
+    local pk = redis.call('HGET', KP, mid)
+    if pk then redis.call('XADD', KS, '*', unpack(cmsgpack.unpack(pk))) end
+    redis.call('ZREM', KD, mid)
+    redis.call('HDEL', KP, mid)
+  end
+end
+
+-- (b) take over deliveries whose own deadline has passed
+local exp = redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, want)
+if #exp > 0 then
+  local got = {}
+  local cl = redis.pcall('XCLAIM', KS, g, c, 0, unpack(exp))
+  if not is_err(cl) then
+    for _, e in ipairs(cl) do got[e[1]] = e[2] end
+  end
+  for _, sid in ipairs(exp) do
+    local r = redis.call('HGET', KL, sid)
+    if not r then
+      redis.call('ZREM', KX, sid)
+    else
+      local _, att, mid, dedup = rec_parse(r)
+      local fields = got[sid]
+      if fields then
+        give(sid, fields, att + 1, mid, dedup)
+      else
+        -- Not claimable: the entry was deleted (the message is gone), or the
+        -- group lost its pending entry (re-add the entry so it is not lost).
+        local e = redis.call('XRANGE', KS, sid, sid)
+        if #e > 0 then
+          ensure(g)
+          redis.call('XADD', KS, '*', unpack(requeue(e[1][2], att, '')))
+          drop(g, sid)
+        else
+          lost_entry(g, sid, mid, dedup)
+        end
+      end
+    end
+  end
+end
+
+-- (c) new entries
+local left = want - #out
+if left > 0 and redis.call('EXISTS', KS) == 1 then
+  local r = redis.pcall('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
+  if is_err(r) then
+    if string.find(r.err, 'NOGROUP', 1, true) then
+      redis.call('XGROUP', 'CREATE', KS, g, '0')
+      r = redis.call('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
+    else
+      return redis.error_reply(r.err)
+    end
+  end
+  if r then
+    for _, e in ipairs(r[1][2]) do
+      local m = tomap(e[2])
+      give(e[1], e[2], (tonumber(m['n']) or 0) + 1, m['i'] or '', m['u'] or '')
+    end
+  end
+end
+
+-- (d) throttled sweep of the pending list with XAUTOCLAIM: pending entries
+-- without a lease record (delivered by something else, or whose records were
+-- lost) get an expired lease so (b) hands them out again; entries deleted
+-- from the stream behind the driver's back lose their lease and dedup key.
+if sweepEvery > 0 and redis.call('EXISTS', KS) == 1 and now >= tonumber(redis.call('HGET', KW, 't') or '0') then
+  local cur = redis.call('HGET', KW, 'c') or '0-0'
+  local r = redis.pcall('XAUTOCLAIM', KS, g, c, orphanIdle, cur, 'COUNT', 100)
+  if not is_err(r) then
+    for _, e in ipairs(r[2]) do
+      if e[2] and redis.call('HEXISTS', KL, e[1]) == 0 then
+        local m = tomap(e[2])
+        redis.call('HSET', KL, e[1], rec_make('-', (tonumber(m['n']) or 0) + 1, m['i'] or '', m['u'] or ''))
+        redis.call('ZADD', KX, 0, e[1])
+      elseif not e[2] then
+        local rr = redis.call('HGET', KL, e[1])
+        if rr then
+          local _, _, mid, dedup = rec_parse(rr)
+          lost_entry(g, e[1], mid, dedup)
+        else
+          redis.pcall('XACK', KS, g, e[1])
+        end
+      end
+    end
+    for _, sid in ipairs(r[3] or {}) do
+      local rr = redis.call('HGET', KL, sid)
+      if rr then
+        local _, _, mid, dedup = rec_parse(rr)
+        lost_entry(g, sid, mid, dedup)
+      end
+    end
+    redis.call('HSET', KW, 'c', r[1], 't', now + sweepEvery)
+    -- forget consumers that hold nothing and were idle for an hour
+    local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
+    if not is_err(cs) then
+      for _, ci in ipairs(cs) do
+        local m = tomap(ci)
+        if m['name'] ~= c and tonumber(m['pending']) == 0 and tonumber(m['idle']) > 3600000 then
+          redis.call('XGROUP', 'DELCONSUMER', KS, g, m['name'])
+        end
+      end
+    end
+  end
+end
+
+if #out > 0 then return {now, deadline, '', -1, out} end
+
+-- nothing: tell the caller when to look again and where to wait on the stream
+local nd = -1
+local a = redis.call('ZRANGE', KD, 0, 0, 'WITHSCORES')
+if #a > 0 then nd = tonumber(a[2]) end
+local b = redis.call('ZRANGE', KX, 0, 0, 'WITHSCORES')
+if #b > 0 and (nd < 0 or tonumber(b[2]) < nd) then nd = tonumber(b[2]) end
+local wake = '0-0'
+if redis.call('EXISTS', KS) == 1 then
+  local gs = redis.pcall('XINFO', 'GROUPS', KS)
+  if not is_err(gs) then
+    for _, gi in ipairs(gs) do
+      local m = tomap(gi)
+      if m['name'] == g then wake = m['last-delivered-id'] end
+    end
+  end
+end
+return {now, deadline, wake, nd, out}
+`
+
+// ARGV: group, then per ref: stream id, token. Returns 1 (acked) or 0 (lease
+// lost) per ref.
+const luaAck = `
+local g = ARGV[1]
+local out = {}
+for i = 2, #ARGV, 2 do
+  local sid = ARGV[i]
+  local t, _, mid, dedup = lease_of(sid, ARGV[i + 1])
+  if t then
+    drop(g, sid)
+    free_dedup(dedup, mid)
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`
+
+// ARGV: group, stream id, token, delay (ms), reason. Returns 1, or 0 when the
+// lease is lost.
+const luaRetry = `
+local g, sid, token, delay, reason = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local t, att, mid, dedup = lease_of(sid, token)
+if not t then return 0 end
+local e = redis.call('XRANGE', KS, sid, sid)
+if #e == 0 then
+  lost_entry(g, sid, mid, dedup)
+  return 0
+end
+local f = requeue(e[1][2], att, reason)
+drop(g, sid)
+if delay <= 0 then
+  ensure(g)
+  redis.call('XADD', KS, '*', unpack(f))
+else
+  redis.call('HSET', KP, mid, cmsgpack.pack(f))
+  redis.call('ZADD', KD, now_ms() + delay, mid)
+end
+return 1
+`
+
+// ARGV: group, stream id, token, reason, cap (0 = unbounded). Returns 1, or 0
+// when the lease is lost.
+const luaDead = `
+local g, sid, token, reason, cap = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local t, att, mid, dedup = lease_of(sid, token)
+if not t then return 0 end
+local e = redis.call('XRANGE', KS, sid, sid)
+if #e == 0 then
+  lost_entry(g, sid, mid, dedup)
+  return 0
+end
+local f = {}
+local src = e[1][2]
+local kind = ''
+for i = 1, #src, 2 do
+  local k = src[i]
+  if k == 'k' then kind = src[i + 1] end
+  if k ~= 'n' and k ~= 'e' then f[#f + 1] = k; f[#f + 1] = src[i + 1] end
+end
+f[#f + 1] = 'a'; f[#f + 1] = att
+f[#f + 1] = 'r'; f[#f + 1] = reason
+f[#f + 1] = 'z'; f[#f + 1] = now_ms()
+redis.call('XADD', KDEAD, '*', unpack(f))
+dead_kind(kind, 1)
+if cap > 0 then
+  local over = redis.call('XLEN', KDEAD) - cap
+  if over > 0 then
+    for _, old in ipairs(redis.call('XRANGE', KDEAD, '-', '+', 'COUNT', over)) do
+      local m = tomap(old[2])
+      dead_kind(m['k'] or '', -1)
+      redis.call('XDEL', KDEAD, old[1])
+    end
+  end
+end
+drop(g, sid)
+free_dedup(dedup, mid)
+return 1
+`
+
+// ARGV: group, consumer, stream id, token, lease (ms). Returns the new
+// deadline (Unix ms), or 0 when the lease is lost.
+const luaExtend = `
+local g, c, sid, token, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local t, _, mid, dedup = lease_of(sid, token)
+if not t then return 0 end
+local cl = redis.pcall('XCLAIM', KS, g, c, 0, sid, 'JUSTID')
+if not is_err(cl) and #cl == 0 and #redis.call('XRANGE', KS, sid, sid) == 0 then
+  lost_entry(g, sid, mid, dedup)
+  return 0
+end
+local deadline = now_ms() + lease
+redis.call('ZADD', KX, deadline, sid)
+return deadline
+`
+
+// ARGV: group, then dead-letter stream ids. Moves each back to the stream as
+// a fresh message (no attempts, no last error, no dedup key). Returns how many
+// moved.
+const luaReplay = `
+local g = ARGV[1]
+local n = 0
+for i = 2, #ARGV do
+  local e = redis.call('XRANGE', KDEAD, ARGV[i], ARGV[i])
+  if #e > 0 then
+    local src = e[1][2]
+    local f = {}
+    local kind = ''
+    for j = 1, #src, 2 do
+      local k = src[j]
+      if k == 'k' then kind = src[j + 1] end
+      if k ~= 'a' and k ~= 'r' and k ~= 'z' and k ~= 'u' and k ~= 'n' and k ~= 'e' then
+        f[#f + 1] = k; f[#f + 1] = src[j + 1]
+      end
+    end
+    ensure(g)
+    redis.call('XADD', KS, '*', unpack(f))
+    redis.call('XDEL', KDEAD, ARGV[i])
+    dead_kind(kind, -1)
+    n = n + 1
+  end
+end
+return n
+`
+
+// ARGV: "*" to purge everything, or dead-letter stream ids. Returns how many
+// were deleted.
+const luaPurge = `
+if ARGV[1] == '*' then
+  local n = redis.call('XLEN', KDEAD)
+  redis.call('DEL', KDEAD, KDK)
+  return n
+end
+local n = 0
+for i = 1, #ARGV do
+  local e = redis.call('XRANGE', KDEAD, ARGV[i], ARGV[i])
+  if #e > 0 then
+    local m = tomap(e[1][2])
+    dead_kind(m['k'] or '', -1)
+    redis.call('XDEL', KDEAD, ARGV[i])
+    n = n + 1
+  end
+end
+return n
+`
+
+// ARGV: group. Returns {ready, delayed, leased, dead, oldest ready (Unix ms
+// or -1), kinds (flat kind/count list)} on the broker's clock.
+const luaStats = `
+local g = ARGV[1]
+local now = now_ms()
+local ready, oldest = 0, -1
+local function older(ms)
+  if ms >= 0 and (oldest < 0 or ms < oldest) then oldest = ms end
+end
+if redis.call('EXISTS', KS) == 1 then
+  local xlen = redis.call('XLEN', KS)
+  local pending, last = 0, nil
+  local gs = redis.pcall('XINFO', 'GROUPS', KS)
+  if not is_err(gs) then
+    for _, gi in ipairs(gs) do
+      local m = tomap(gi)
+      if m['name'] == g then pending = tonumber(m['pending']); last = m['last-delivered-id'] end
+    end
+  end
+  ready = xlen - pending
+  if ready < 0 then ready = 0 end
+  local first
+  if last then
+    first = redis.call('XRANGE', KS, '(' .. last, '+', 'COUNT', 1)
+  else
+    first = redis.call('XRANGE', KS, '-', '+', 'COUNT', 1)
+  end
+  if #first > 0 then
+    local id = first[1][1]
+    older(tonumber(string.sub(id, 1, string.find(id, '-', 1, true) - 1)))
+  end
+end
+local dueDelayed = redis.call('ZCOUNT', KD, '-inf', now)
+local delayed = redis.call('ZCOUNT', KD, '(' .. now, '+inf')
+local expired = redis.call('ZCOUNT', KX, '-inf', now)
+local leased = redis.call('ZCOUNT', KX, '(' .. now, '+inf')
+local a = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+if #a > 0 then older(tonumber(a[2])) end
+local b = redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+if #b > 0 then older(tonumber(b[2])) end
+return {ready + dueDelayed + expired, delayed, leased, redis.call('XLEN', KDEAD), oldest, redis.call('HGETALL', KDK)}
+`
+
+// ARGV: group, consumer. Forgets the consumer when it holds no pending entry.
+const luaForget = `
+local g, c = ARGV[1], ARGV[2]
+if redis.call('EXISTS', KS) == 0 then return 0 end
+local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
+if is_err(cs) then return 0 end
+for _, ci in ipairs(cs) do
+  local m = tomap(ci)
+  if m['name'] == c and tonumber(m['pending']) == 0 then
+    redis.call('XGROUP', 'DELCONSUMER', KS, g, c)
+    return 1
+  end
+end
+return 0
+`
+
+func script(body string) *goredis.Script { return goredis.NewScript(luaPrelude + body) }
+
+var (
+	scriptEnqueue = script(luaEnqueue)
+	scriptReceive = script(luaReceive)
+	scriptAck     = script(luaAck)
+	scriptRetry   = script(luaRetry)
+	scriptDead    = script(luaDead)
+	scriptExtend  = script(luaExtend)
+	scriptReplay  = script(luaReplay)
+	scriptPurge   = script(luaPurge)
+	scriptStats   = script(luaStats)
+	scriptForget  = script(luaForget)
+)

@@ -1,0 +1,37 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// QueueStats counts a queue in one script: ready = stream entries never
+// delivered (stream length minus the group's pending count) plus due delayed
+// messages plus deliveries whose lease expired; delayed and leased from the
+// two sorted sets; dead from the dead-letter stream, per kind from a counter
+// hash kept by the scripts. The oldest ready time is the earliest of the first
+// undelivered entry's id time (its enqueue or promotion time), the first due
+// run-at and the first expired deadline.
+func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
+	v, err := scriptStats.Run(ctx, d.c, d.keys(queue).list(), group).Slice()
+	if err != nil {
+		return backend.Stats{}, d.fail(ctx, err)
+	}
+	if len(v) != 6 {
+		return backend.Stats{}, fmt.Errorf("fila/redis: stats script returned %d values", len(v))
+	}
+	s := backend.Stats{Ready: toInt(v[0]), Delayed: toInt(v[1]), Leased: toInt(v[2]), Dead: toInt(v[3])}
+	if ms := toInt(v[4]); ms >= 0 {
+		s.OldestReadyAt = msTime(ms)
+	}
+	s.DeadByKind = map[string]int64{}
+	kinds, _ := v[5].([]any)
+	for i := 0; i+1 < len(kinds); i += 2 {
+		if n := toInt(kinds[i+1]); n > 0 {
+			s.DeadByKind[str(kinds[i])] = n
+		}
+	}
+	return s, nil
+}
