@@ -38,6 +38,7 @@ type Worker struct {
 	unknown  Handler            // wrapped with the middleware
 
 	started atomic.Bool
+	active  atomic.Int64 // running jobs
 }
 
 // New returns a Worker that receives from c with cfg. It checks cfg and fills
@@ -142,22 +143,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	loops.Wait() // every receive loop has ended: no more jobs start
 
+	grace := max(w.cfg.ShutdownGrace, 0)
+	if n := w.active.Load(); n > 0 {
+		w.log.Info("fila worker: stopping; waiting for running jobs", slog.Int64("running", n), slog.Duration("grace", grace))
+	}
 	done := make(chan struct{})
 	go func() { jobs.Wait(); close(done) }()
+	t := time.NewTimer(grace)
 	select {
 	case <-done:
-	default:
-		grace := max(w.cfg.ShutdownGrace, 0)
-		w.log.Info("fila worker: stopping; waiting for running jobs", slog.Duration("grace", grace))
-		t := time.NewTimer(grace)
-		select {
-		case <-done:
-			t.Stop()
-		case <-t.C:
-			w.log.Warn("fila worker: shutdown grace period over; cancelling running jobs")
-			hardStop(ErrShutdown)
-			<-done
-		}
+		t.Stop()
+	case <-t.C:
+		w.log.Warn("fila worker: shutdown grace period over; cancelling running jobs", slog.Int64("running", w.active.Load()))
+		hardStop(ErrShutdown)
+		<-done
 	}
 	return runErr
 }
@@ -209,8 +208,9 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 		}
 		for _, d := range ds {
 			jobs.Add(1)
+			w.active.Add(1)
 			go func() {
-				defer func() { <-slots; jobs.Done() }()
+				defer func() { <-slots; w.active.Add(-1); jobs.Done() }()
 				w.runJob(jobBase, d)
 			}()
 		}
