@@ -1,0 +1,114 @@
+// Package redis is Fila's Redis driver, built on Redis Streams with one
+// consumer group per queue and Lua scripts for every state change. Import it
+// for its side effect to open "redis://" and "rediss://" URLs:
+//
+//	import _ "github.com/fila-go/fila/redis"
+//
+//	c, err := fila.Open(ctx, "redis://localhost:6379/0?fila_prefix=jobs")
+//
+// or build a driver over a go-redis client you own (single node, Sentinel or
+// Cluster):
+//
+//	drv, err := redis.New(rdb, redis.Options{Prefix: "jobs"})
+//	c := fila.New(drv)
+//
+// It needs Redis 7.0 or later (XAUTOCLAIM reporting deleted entries,
+// exclusive XRANGE ranges).
+//
+// # Keys
+//
+// Every key of a queue carries the hash tag {<prefix>:<queue>}, so all of a
+// queue's keys live in one Redis Cluster slot and each script touches one
+// slot: the stream of ready and leased messages (with its consumer group
+// "fila"), a hash of lease records (stream id → token, attempt, message id,
+// dedup key), a sorted set of lease deadlines, a sorted set of delayed
+// messages by run-at with a hash of their payloads, a hash of dedup keys, the
+// dead-letter stream and a hash of dead-letter counts per kind.
+//
+// # Delivery semantics
+//
+// Delivery is at least once. Receive runs one script that promotes due
+// delayed messages into the stream, takes over deliveries whose own recorded
+// deadline has passed (XCLAIM of exactly those entries, so a short lease never
+// steals a message leased longer by someone else), then reads new entries with
+// XREADGROUP. Each delivery gets a fresh lease token; the receipt is the
+// stream id plus that token. Ack, Retry, Dead and Extend are scripts that
+// check the token first and return ErrLeaseLost, changing nothing, when it is
+// not current. Ack does XACK + XDEL, so the stream only holds pending work;
+// Retry moves the message to the delayed set (or straight back to the stream
+// for a zero delay); Dead appends it to the dead-letter stream. Attempts are
+// a counter kept with each lease record and carried in the entry across
+// retries; crashed deliveries count.
+//
+// A Receive that finds nothing waits with XREAD BLOCK on the stream from the
+// group's last-delivered id (a read without side effects, so a cancelled
+// Receive can never strand a message) until a new entry arrives, the next due
+// time it knows of (earliest run-at or lease deadline) comes, or Options.Block
+// (default 1 s) passes; then it claims again. Wake-up after an enqueue is one
+// round trip (well under 10 ms on a local server); a delay, retry or lease
+// expiry is noticed within Options.Block plus a round trip. go-redis cannot
+// interrupt a blocking read, so a cancelled Receive returns at once and the
+// abandoned XREAD finishes in the background within Options.Block; each
+// blocked Receive holds one pooled connection while it waits, so size
+// pool_size above the number of concurrent blocked receivers.
+//
+// A batch enqueue is one script call, so it is stored whole. Dedup keys are
+// held in a hash (HSETNX semantics inside the enqueue script) and freed by
+// the Ack and Dead scripts.
+//
+// # Recovery
+//
+// If the stream or its group vanishes (FLUSHALL, a restart without
+// persistence, a DEL of the keys) the scripts recreate them (XGROUP CREATE …
+// MKSTREAM) instead of failing with NOGROUP. A delivery whose pending entry
+// was lost while its stream entry survived is re-added as a new entry when its
+// lease expires. A throttled sweep (Options.SweepEvery, default 30 s per
+// queue) walks the pending list with XAUTOCLAIM: pending entries with no lease
+// record (read by a foreign XREADGROUP, or whose record was lost) get an
+// expired lease so they are handed out again, and entries deleted from the
+// stream behind the driver's back (the third element of XAUTOCLAIM's reply)
+// have their lease and dedup key cleaned up. The sweep also forgets consumers
+// of closed clients that hold nothing and have been idle for an hour.
+//
+// # Durability
+//
+// Enqueue returns once Redis has applied the script in memory. What a crash
+// of the Redis server can lose depends on its persistence settings, not on
+// this driver:
+//   - appendonly yes, appendfsync always: every acknowledged write is on disk
+//     before the reply; nothing acknowledged is lost (slowest).
+//   - appendonly yes, appendfsync everysec (the usual setting): up to about
+//     one second of acknowledged enqueues, acks and retries can be lost; a
+//     lost ack means a message is delivered again, a lost enqueue means a
+//     message is gone.
+//   - RDB snapshots only, or no persistence: everything since the last
+//     snapshot, or everything.
+//
+// With replication, a failover can lose writes the replica had not received
+// (use WAIT if you need more; this driver does not).
+//
+// # Memory and eviction
+//
+// maxmemory-policy must be noeviction: any other policy lets Redis evict a
+// queue's keys under memory pressure, silently losing messages, lease records
+// or dedup keys. The driver reads the policy when it starts and logs a
+// warning otherwise (it cannot read it where CONFIG is disabled). Memory stays
+// bounded by the pending work: acked entries are deleted, never left for
+// blind trimming (a trimmed pending entry would lose its payload), and each
+// dead-letter stream keeps at most Options.DeadCap entries (default 100000),
+// dropping the oldest.
+//
+// # Caveats
+//
+//   - No transactional enqueue (TxEnqueuer): a MULTI cannot run the enqueue
+//     script's reads.
+//   - Scripts are atomic but not rolled back: a script aborted mid-way (for
+//     example by a server out of memory) may leave a batch half stored.
+//   - Lease deadlines, delays and run-at times use the Redis server's clock;
+//     Delivery.Deadline is that clock's deadline.
+//   - Ordering is FIFO for a single consumer without retries or delays;
+//     retried and promoted messages go to the end of the stream.
+//   - A long lease that is never extended may show in XPENDING as owned by
+//     another consumer after a sweep: the lease record, not the pending list,
+//     decides who holds a message.
+package redis

@@ -1,0 +1,395 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/redis"
+)
+
+func enqueue(t *testing.T, c *fila.Client, queue string, m fila.Message) string {
+	t.Helper()
+	id, err := c.Enqueue(testCtx(t), queue, m)
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	return id
+}
+
+func receive(t *testing.T, c *fila.Client, queue string, p fila.ReceiveParams) []*fila.Delivery {
+	t.Helper()
+	ds, err := c.Receive(testCtx(t), queue, p)
+	if err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	return ds
+}
+
+// receiveNone asserts that nothing is receivable during d.
+func receiveNone(t *testing.T, c *fila.Client, queue string, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Max: 10, Lease: time.Second})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Receive on a queue that should look empty = %d deliveries, %v", len(ds), err)
+	}
+}
+
+// A consumer that crashes holding a 1 s lease loses only that message: a
+// message another consumer leased for 30 s is not taken over.
+func TestCrashWithShortLeaseOnlyTakesOverThatMessage(t *testing.T) {
+	e := newEnv(t)
+	const q = "crash"
+	prod := e.client(t, redis.Options{})
+	short := fila.New(e.driver(t, redis.Options{}))
+	long := e.client(t, redis.Options{})
+	other := e.client(t, redis.Options{})
+
+	id1 := enqueue(t, prod, q, fila.Message{Kind: "one"})
+	id2 := enqueue(t, prod, q, fila.Message{Kind: "two"})
+	d1 := receive(t, short, q, fila.ReceiveParams{Lease: time.Second})
+	d2 := receive(t, long, q, fila.ReceiveParams{Lease: 30 * time.Second})
+	if d1[0].ID != id1 || d2[0].ID != id2 {
+		t.Fatalf("got %s and %s, want %s then %s", d1[0].ID, d2[0].ID, id1, id2)
+	}
+	short.Close() // the crash: no ack
+
+	start := time.Now()
+	again := receive(t, other, q, fila.ReceiveParams{Max: 10, Lease: time.Second})
+	if len(again) != 1 || again[0].ID != id1 || again[0].Attempt != 2 {
+		t.Fatalf("after the crash got %v, want only %s at attempt 2", ids(again), id1)
+	}
+	if waited := time.Since(start); waited > 3*time.Second {
+		t.Errorf("takeover took %v after a 1 s lease", waited)
+	}
+	if err := again[0].Ack(testCtx(t)); err != nil {
+		t.Fatalf("Ack of the taken-over message: %v", err)
+	}
+	// The 30 s lease stays with its holder: a short-lease receiver sees
+	// nothing for longer than the short lease.
+	receiveNone(t, other, q, 2500*time.Millisecond)
+	if err := d2[0].Ack(testCtx(t)); err != nil {
+		t.Fatalf("Ack by the 30 s holder: %v", err)
+	}
+}
+
+func ids(ds []*fila.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+// When a queue's keys are deleted (FLUSHALL, a restart without persistence),
+// the driver recreates the stream and group instead of failing with NOGROUP,
+// including for a receiver that was blocked at that moment.
+func TestNOGROUPRecovery(t *testing.T) {
+	e := newEnv(t)
+	const q = "nogroup"
+	c := e.client(t, redis.Options{})
+	ctx := testCtx(t)
+
+	enqueue(t, c, q, fila.Message{Kind: "before"})
+	ds := receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A receiver blocks on the empty queue; then every key goes.
+	got := make(chan []*fila.Delivery, 1)
+	errc := make(chan error, 1)
+	go func() {
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{Lease: time.Minute})
+		errc <- err
+		got <- ds
+	}()
+	time.Sleep(100 * time.Millisecond) // let it block; the test holds either way
+	if err := e.raw.Del(ctx, redis.QueueKeys(e.prefix, q)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, c, q, fila.Message{Kind: "after-del"})
+	if err := <-errc; err != nil {
+		t.Fatalf("blocked Receive after DEL: %v", err)
+	}
+	if ds := <-got; len(ds) != 1 || ds[0].ID != id {
+		t.Fatalf("blocked Receive after DEL got %v, want %s", ids(ds), id)
+	} else if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Only the group vanishes while the stream keeps an entry: the next
+	// Receive recreates the group and delivers the entry.
+	id = enqueue(t, c, q, fila.Message{Kind: "after-destroy"})
+	stream := redis.QueueKeys(e.prefix, q)[redis.KeyStream]
+	if err := e.raw.XGroupDestroy(ctx, stream, "fila").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ds = receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+	if len(ds) != 1 || ds[0].ID != id {
+		t.Fatalf("after XGROUP DESTROY got %v, want %s", ids(ds), id)
+	}
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The group vanishes while a message is leased: when the lease expires
+	// the entry is handed out again (re-added), not lost.
+	id = enqueue(t, c, q, fila.Message{Kind: "leased-destroy"})
+	first := receive(t, c, q, fila.ReceiveParams{Lease: time.Second})
+	if err := e.raw.XGroupDestroy(ctx, stream, "fila").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.raw.XGroupCreate(ctx, stream, "fila", "$").Err(); err != nil {
+		t.Fatal(err)
+	}
+	again := receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+	if len(again) != 1 || again[0].ID != id || again[0].Attempt != 2 {
+		t.Fatalf("after losing the pending entry got %v (attempt %d), want %s at attempt 2", ids(again), again[0].Attempt, id)
+	}
+	if err := first[0].Ack(ctx); !errors.Is(err, fila.ErrLeaseLost) {
+		t.Errorf("stale Ack = %v, want ErrLeaseLost", err)
+	}
+	if err := again[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A pending entry deleted from the stream behind the driver's back (a blind
+// XTRIM or XDEL) is cleaned up when its lease expires: nothing is delivered,
+// its lease record goes and its dedup key is freed.
+func TestDeletedEntryOnTakeover(t *testing.T) {
+	e := newEnv(t)
+	const q = "deleted"
+	c := e.client(t, redis.Options{})
+	ctx := testCtx(t)
+	k := redis.QueueKeys(e.prefix, q)
+
+	enqueue(t, c, q, fila.Message{Kind: "gone", DedupKey: "dk"})
+	ds := receive(t, c, q, fila.ReceiveParams{Lease: time.Second})
+	sid, _, _ := strings.Cut(ds[0].Receipt(), "/")
+	if n, err := e.raw.XDel(ctx, k[redis.KeyStream], sid).Result(); err != nil || n != 1 {
+		t.Fatalf("XDEL %s = %d, %v", sid, n, err)
+	}
+	receiveNone(t, c, q, 2500*time.Millisecond)
+	if n := e.raw.HLen(ctx, k[redis.KeyLeases]).Val(); n != 0 {
+		t.Errorf("%d lease records left", n)
+	}
+	if n := e.raw.ZCard(ctx, k[redis.KeyDeadlines]).Val(); n != 0 {
+		t.Errorf("%d deadlines left", n)
+	}
+	if p := e.raw.XPending(ctx, k[redis.KeyStream], "fila").Val(); p.Count != 0 {
+		t.Errorf("%d pending entries left", p.Count)
+	}
+	if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "again", DedupKey: "dk"}); err != nil {
+		t.Errorf("dedup key not freed: %v", err)
+	}
+}
+
+// The XAUTOCLAIM sweep hands out pending entries that have no lease record
+// (read by a foreign XREADGROUP) and cleans up the ones deleted from the
+// stream (reported in XAUTOCLAIM's third reply element).
+func TestSweepHandlesOrphansAndDeletedEntries(t *testing.T) {
+	e := newEnv(t)
+	const q = "sweep"
+	c := e.client(t, redis.Options{SweepEvery: 10 * time.Millisecond, OrphanIdle: time.Millisecond})
+	ctx := testCtx(t)
+	k := redis.QueueKeys(e.prefix, q)
+
+	keep := enqueue(t, c, q, fila.Message{Kind: "keep"})
+	enqueue(t, c, q, fila.Message{Kind: "drop", DedupKey: "dk"})
+	// A foreign consumer reads both (no lease records), then one entry is
+	// deleted from the stream.
+	read, err := e.raw.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "fila", Consumer: "foreign", Streams: []string{k[redis.KeyStream], ">"}, Count: 10}).Result()
+	if err != nil || len(read[0].Messages) != 2 {
+		t.Fatalf("foreign XREADGROUP: %v %v", read, err)
+	}
+	if err := e.raw.XDel(ctx, k[redis.KeyStream], read[0].Messages[1].ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // past OrphanIdle
+
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ds, err := c.Receive(rctx, q, fila.ReceiveParams{Max: 10, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	if len(ds) != 1 || ds[0].ID != keep || ds[0].Attempt != 2 {
+		t.Fatalf("got %v, want only %s at attempt 2 (the foreign read counts)", ids(ds), keep)
+	}
+	pend, err := e.raw.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: k[redis.KeyStream], Group: "fila", Start: "-", End: "+", Count: 10}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pend) != 1 || pend[0].ID != read[0].Messages[0].ID {
+		t.Errorf("pending list %v, want only %s", pend, read[0].Messages[0].ID)
+	}
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// All keys of a queue hash to one Redis Cluster slot, so every script
+// touches a single slot.
+func TestKeysShareOneClusterSlot(t *testing.T) {
+	// Known slots from the Redis Cluster specification and redis-cli.
+	for key, want := range map[string]uint16{"123456789": 0x31C3 % 16384, "foo": 12182, "somekey": 11058, "{user1000}.following": keySlot("user1000")} {
+		if got := keySlot(key); got != want {
+			t.Fatalf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	for _, q := range []string{"a", "orders.v2", "Q-1_x"} {
+		ks := redis.QueueKeys("fila", q)
+		if len(ks) != 9 {
+			t.Fatalf("%d keys", len(ks))
+		}
+		slot := keySlot(ks[0])
+		for _, k := range ks {
+			if !strings.HasPrefix(k, "{fila:"+q+"}") {
+				t.Errorf("key %q lacks the hash tag", k)
+			}
+			if s := keySlot(k); s != slot {
+				t.Errorf("queue %s: key %q is in slot %d, %q in %d", q, k, s, ks[0], slot)
+			}
+		}
+	}
+
+	// Every key the driver really creates is one of the queue's keys.
+	e := newEnv(t)
+	const q = "slots"
+	c := e.client(t, redis.Options{})
+	ctx := testCtx(t)
+	enqueue(t, c, q, fila.Message{Kind: "x", DedupKey: "k1"})
+	enqueue(t, c, q, fila.Message{Kind: "later", Delay: time.Hour})
+	ds := receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+	if err := ds[0].Dead(ctx, "test"); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, c, q, fila.Message{Kind: "leased"})
+	receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+	known := map[string]bool{}
+	for _, k := range redis.QueueKeys(e.prefix, q) {
+		known[k] = true
+	}
+	found, err := e.raw.Keys(ctx, "{"+e.prefix+":"+q+"}*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) < 6 {
+		t.Errorf("only %d keys exist: %v", len(found), found)
+	}
+	for _, k := range found {
+		if !known[k] {
+			t.Errorf("unexpected key %q", k)
+		}
+		if keySlot(k) != keySlot(redis.QueueKeys(e.prefix, q)[0]) {
+			t.Errorf("key %q in another slot", k)
+		}
+	}
+}
+
+// keySlot is Redis Cluster's HASH_SLOT: CRC16 (XMODEM) of the key, or of its
+// hash tag, modulo 16384.
+func keySlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
+
+// The dead-letter stream keeps at most DeadCap letters and the per-kind
+// counts follow the trimming.
+func TestDeadCap(t *testing.T) {
+	e := newEnv(t)
+	const q = "deadcap"
+	c := e.client(t, redis.Options{DeadCap: 3})
+	ctx := testCtx(t)
+	for i := 0; i < 5; i++ {
+		kind := "a"
+		if i >= 3 {
+			kind = "b"
+		}
+		enqueue(t, c, q, fila.Message{Kind: kind})
+		ds := receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+		if err := ds[0].Dead(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := c.QueueStats(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dead != 3 || st.DeadByKind["a"] != 1 || st.DeadByKind["b"] != 2 {
+		t.Errorf("stats %+v, want 3 dead: a=1 b=2", st)
+	}
+}
+
+func TestOpenURLParameters(t *testing.T) {
+	_, raw := rawClient(t)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		params map[string]string
+		ok     bool
+	}{
+		{map[string]string{"fila_prefix": "p1", "fila_dead_cap": "10", "fila_block": "500ms", "fila_sweep": "0", "pool_size": "3", "read_timeout": "2s"}, true},
+		{map[string]string{"fila_mode": "single"}, true},
+		{map[string]string{"fila_nope": "1"}, false},
+		{map[string]string{"fila_block": "soon"}, false},
+		{map[string]string{"fila_block": "0s"}, false},
+		{map[string]string{"fila_dead_cap": "-1"}, false},
+		{map[string]string{"fila_mode": "ring"}, false},
+		{map[string]string{"fila_prefix": "a{b"}, false},
+		{map[string]string{"nonsense": "1"}, false},
+		{map[string]string{"pool_size": "many"}, false},
+	} {
+		u := driverURL(t, raw, tc.params)
+		c, err := fila.Open(ctx, u)
+		if tc.ok {
+			if err != nil {
+				t.Errorf("Open(%v): %v", tc.params, err)
+				continue
+			}
+			if err := c.Ping(ctx); err != nil {
+				t.Errorf("Ping(%v): %v", tc.params, err)
+			}
+			c.Close()
+			continue
+		}
+		if err == nil {
+			c.Close()
+			t.Errorf("Open(%v) succeeded, want ErrInvalid", tc.params)
+		} else if !errors.Is(err, fila.ErrInvalid) {
+			t.Errorf("Open(%v) = %v, want ErrInvalid", tc.params, err)
+		}
+	}
+	// A password in the URL never shows in errors.
+	u, _ := url.Parse(raw)
+	u.User = url.UserPassword("me", "s3cret")
+	u.RawQuery = "bogus=1"
+	if _, err := fila.Open(ctx, u.String()); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Open with a password and a bad parameter = %v", err)
+	}
+}
+
