@@ -392,4 +392,3 @@ func TestOpenURLParameters(t *testing.T) {
 		t.Errorf("Open with a password and a bad parameter = %v", err)
 	}
 }
-
