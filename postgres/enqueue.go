@@ -103,6 +103,10 @@ func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
 }
 
 func (a *enqueueArgs) params(queue string) []any {
+	if len(a.ids) == 1 { // scalar parameters of the single-row statements
+		return []any{queue, a.ids[0], a.kinds[0], a.bodies[0], a.headers[0], a.enqueuedAt[0], a.runAt[0],
+			a.delayMicros[0], a.maxAttempts[0], a.dedup[0]}
+	}
 	return []any{queue, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt, a.delayMicros, a.maxAttempts, a.dedup}
 }
 
@@ -154,9 +158,14 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 	}
 	res := make([]backend.EnqueueResult, len(msgs))
 	b := &pgx.Batch{}
-	if !a.hasDedup {
+	switch {
+	case len(msgs) == 1 && !a.hasDedup:
+		b.Queue(d.q.enqueueOne, a.params(queue)...)
+	case len(msgs) == 1:
+		b.Queue(d.q.enqueueOneDe, a.params(queue)...)
+	case !a.hasDedup:
 		b.Queue(d.q.enqueue, a.params(queue)...)
-	} else {
+	default:
 		b.Queue(d.q.enqueueDedup, a.params(queue)...)
 	}
 	b.Queue(d.q.notify, d.q.channel, queue)

@@ -10,6 +10,8 @@ type statements struct {
 
 	enqueue      string // plain insert, no dedup keys in the batch
 	enqueueDedup string // insert with ON CONFLICT DO NOTHING RETURNING id
+	enqueueOne   string // one message, no dedup key
+	enqueueOneDe string // one message with a dedup key
 	holders      string
 	notify       string
 
@@ -42,14 +44,21 @@ FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], 
 	$8::int8[], $9::int4[], $10::text[]) WITH ORDINALITY
 	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, ord)
 ORDER BY r.ord`
-	return statements{
-		channel: channelName(schema),
-		enqueue: r.Replace(insert),
-		enqueueDedup: r.Replace(insert + `
+	const insertOne = `INSERT INTO {{s}}.messages
+	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key)
+VALUES ($2, $1, $3, $4, $5::jsonb, $6,
+	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10)`
+	const onConflict = `
 ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-RETURNING id::text`),
-		holders: r.Replace(`SELECT dedup_key, id::text FROM {{s}}.messages WHERE queue = $1 AND dedup_key = ANY($2::text[])`),
-		notify:  `SELECT pg_notify($1, $2)`,
+RETURNING id::text`
+	return statements{
+		channel:      channelName(schema),
+		enqueue:      r.Replace(insert),
+		enqueueDedup: r.Replace(insert + onConflict),
+		enqueueOne:   r.Replace(insertOne),
+		enqueueOneDe: r.Replace(insertOne + onConflict),
+		holders:      r.Replace(`SELECT dedup_key, id::text FROM {{s}}.messages WHERE queue = $1 AND dedup_key = ANY($2::text[])`),
+		notify:       `SELECT pg_notify($1, $2)`,
 
 		// One statement claims ready messages and expired leases: both are
 		// rows whose visible_at has passed. SKIP LOCKED lets competing
