@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fila-go/fila/backend"
@@ -42,6 +43,11 @@ type Options struct {
 	// polling period with LISTEN off (default 1s). Messages whose run-at or
 	// lease deadline arrives are picked up at that time either way.
 	PollInterval time.Duration
+	// ListenConfig, when set, is used for the driver's LISTEN connection
+	// instead of the pool's connection config: for a pool behind a pooler in
+	// transaction mode, point it at the server directly (or at a pooler in
+	// session mode).
+	ListenConfig *pgx.ConnConfig
 	// Logger receives the driver's own events (LISTEN connection lost and
 	// restored). Default slog.Default().
 	Logger *slog.Logger
@@ -57,6 +63,7 @@ type Driver struct {
 	listen  bool
 	poll    time.Duration
 	log     *slog.Logger
+	lconfig *pgx.ConnConfig
 	q       statements
 	waiters waiters
 
@@ -125,6 +132,7 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 		schema:  o.Schema,
 		listen:  !o.DisableListen,
 		poll:    o.PollInterval,
+		lconfig: o.ListenConfig,
 		log:     o.Logger.With(slog.String("driver", "postgres"), slog.String("schema", o.Schema)),
 		q:       newStatements(o.Schema),
 		done:    make(chan struct{}),

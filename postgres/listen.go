@@ -111,6 +111,9 @@ func (d *Driver) startListener() {
 // are lost.
 func (d *Driver) runListener(ctx context.Context) {
 	cfg := d.pool.Config().ConnConfig
+	if d.lconfig != nil {
+		cfg = d.lconfig.Copy()
+	}
 	backoff := 50 * time.Millisecond
 	const maxBackoff = 5 * time.Second
 	lost := false
