@@ -1,0 +1,104 @@
+// Package mongo is Fila's MongoDB driver, built on
+// go.mongodb.org/mongo-driver/v2. Import it for its side effect to open
+// mongodb:// and mongodb+srv:// URLs with fila.Open, or build a driver over
+// your own client with New:
+//
+//	import _ "github.com/fila-go/fila/mongo"
+//	c, err := fila.Open(ctx, "mongodb://db1,db2,db3/?replicaSet=rs0&fila_database=jobs")
+//
+// It is written for MongoDB 5.0 or later. Replica sets (and sharded
+// clusters through mongos) get every feature; a standalone server works
+// without transactions and change streams (see below).
+//
+// # Storage
+//
+// Pending messages of all queues (ready, delayed and leased) live in one
+// collection, <prefix>messages (default fila_messages, in database "fila"
+// or the one the URL names). Each document has a due time: its run-at while
+// it waits, its lease deadline while leased. The claim is one
+// findOneAndUpdate matching {queue, due <= now}, sorted by due time and id,
+// that sets a fresh receipt and deadline and increments the attempt count,
+// served by the index {q, due, _id} (fila_claim). A Receive of several
+// messages claims them in three round trips: find the first ids, one
+// updateMany that re-checks the filter per document, and a read back of
+// those carrying this call's receipt. Ack, Retry, Dead and Extend match
+// {_id, queue, receipt}, so a stale receipt changes nothing and gets
+// ErrLeaseLost; an Ack of many is one deleteMany.
+//
+// Dead letters live in <prefix>dead. Where the server has transactions,
+// Dead deletes the message and inserts the letter in one transaction.
+// Without them it writes the letter first and then deletes the message,
+// both fenced by the receipt (undoing the letter if the lease turned out
+// lost), so a crash in between can leave a message both dead and pending
+// (delivered again, listed twice) but never loses it.
+//
+// Dedup keys (queue + key) sit in a field with a unique sparse index. The
+// messages collection only holds pending messages (an ack deletes, Dead
+// moves), so a key is free again once its holder is acked or dead, with no
+// partial index, which some compatible servers lack.
+//
+// # Delivery semantics
+//
+// At least once. A message whose lease passes without settlement is
+// claimable again with its attempt incremented; a consumer with a short
+// lease cannot take a message leased for longer, since the claim matches
+// on the stored deadline. One consumer sees messages in due-time order
+// (FIFO for messages without delays or retries); competing consumers get no
+// ordering promise. A claim that was already sent when the caller's context
+// ended is allowed to finish (for up to two seconds) and its deliveries are
+// returned, so cancellation does not leave messages leased unseen.
+//
+// Times are taken from the clock of the process calling the driver and
+// stored with millisecond precision (run-at and deadlines rounded up, so
+// never early). Keep the clocks of producers and consumers synchronised
+// (NTP): a skewed clock shortens or lengthens leases and delays by the
+// skew.
+//
+// # Wake-up
+//
+// On a replica set a blocked Receive is woken by a change stream on the
+// messages collection (one per driver instance, opened when a Receive
+// first blocks), filtered on the server to inserts and lease-ending
+// updates; latency is the change stream's, typically milliseconds. Without
+// change streams (a standalone server, FerretDB, or fila_change_streams=
+// false) receivers poll: the wait starts at 20ms and doubles while the
+// queue stays empty up to fila_poll_interval (default 500ms), which bounds
+// the wake-up latency for messages from other processes; enqueues made by
+// the same driver instance wake its receivers at once. Either way, after an
+// empty claim a receiver also computes the queue's next due time (a delay
+// ending, a lease expiring) and wakes then.
+//
+// # Durability: write and read concern
+//
+// Every write uses write concern majority by default (journaled per the
+// server's writeConcernMajorityJournalDefault): when Enqueue returns nil the
+// message survives the loss of the primary. Setting w=1 (the URL's w
+// parameter or Options.WriteConcern) is faster but a failover can roll back
+// acknowledged writes: enqueued messages can be lost, acks undone (the
+// message is delivered again), claims undone (delivered twice). Stats and
+// dead-letter listings read with read concern majority on a replica set by
+// default (readConcernLevel or Options.ReadConcern change it), so they never
+// count writes that could roll back; the claim path always works on the
+// primary's current data.
+//
+// # Transactions
+//
+// EnqueueTx enqueues inside the caller's transaction: pass the
+// *mongo.Session running it, or the context handed to the callback of
+// Session.WithTransaction. On a replica set, Enqueue of a batch also runs
+// in a transaction so a batch is stored whole or not at all
+// (fila_atomic_batches=false turns that off).
+//
+// # FerretDB and other compatible servers
+//
+// The driver uses plain MongoDB operations and picks its fallbacks by
+// detecting capabilities (hello, buildInfo), not server brands. FerretDB v1
+// works with these caveats: it has no transactions (EnqueueTx returns
+// ErrUnsupported; Dead uses the ordered fallback; a failed batch may be
+// stored in part) and no change streams (receivers poll), and its
+// findOneAndUpdate is not atomic under concurrency: two consumers can claim
+// the same message at once, the second claim replacing the first's
+// receipt (the first consumer's settlement then gets ErrLeaseLost). Use a
+// single consumer per queue there, or real MongoDB. FerretDB also sorts in
+// its own process, so claims slow down as a queue grows.
+package mongo

@@ -1,0 +1,213 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	gomongo "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// claimSort orders claimable messages: earliest due first, then by id
+// (time-ordered UUIDv7) so one consumer sees FIFO among equal due times.
+var claimSort = bson.D{{Key: "due", Value: 1}, {Key: "_id", Value: 1}}
+
+// Receive claims up to p.Max messages of queue, blocking until there is one
+// or ctx ends. After an empty claim it waits for the first of: a
+// change-stream event or a local enqueue for the queue, the next due time
+// of the queue (a delay ending, a lease expiring), or the poll interval.
+func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	poll := MinPollInterval
+	for {
+		select {
+		case <-d.closed:
+			return nil, backend.ErrClosed
+		default:
+		}
+		wake := d.notify.sub(queue)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ds, err := d.claimGraceful(ctx, queue, p)
+		if len(ds) > 0 {
+			return ds, nil
+		}
+		if err != nil {
+			return nil, d.mapErr(ctx, err, "claim")
+		}
+		if len(ds) > 0 {
+			return ds, nil
+		}
+		d.startWatch()
+		wait := poll
+		if d.notify.isHealthy() {
+			wait = SafetyPollInterval
+		}
+		next, err := d.nextDue(ctx, queue)
+		if err != nil {
+			return nil, d.mapErr(ctx, err, "next due time")
+		}
+		if !next.IsZero() {
+			// +1ms: due times are whole milliseconds and the claim's "now"
+			// is rounded down.
+			if until := time.Until(next) + time.Millisecond; until < wait {
+				wait = max(until, 0)
+			}
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-d.closed:
+			timer.Stop()
+			return nil, backend.ErrClosed
+		case <-wake:
+			timer.Stop()
+			poll = MinPollInterval
+		case <-timer.C:
+			poll = min(poll*2, d.opts.PollInterval)
+		}
+	}
+}
+
+// claimGrace is how long a claim already sent may run on after the
+// caller's context ended.
+const claimGrace = 2 * time.Second
+
+// claimGraceful runs a claim that is not cut off the moment ctx ends: a
+// claim the server completes after the client gave up would leave messages
+// leased, unseen, until their leases expire. The claim gets claimGrace
+// after ctx ends to finish; what it claimed is returned even though ctx has
+// ended (the caller gets the deliveries, not an error, and loses nothing).
+func (d *Driver) claimGraceful(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(claimGrace, cancel)
+		context.AfterFunc(cctx, func() { t.Stop() })
+	})
+	defer stop()
+	return d.claim(cctx, queue, p)
+}
+
+func (d *Driver) claim(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	if p.Max <= 1 {
+		doc, err := d.claimOne(ctx, queue, p.Lease)
+		if err != nil || doc == nil {
+			return nil, err
+		}
+		return []backend.Delivery{doc.delivery()}, nil
+	}
+	return d.claimMany(ctx, queue, p)
+}
+
+// claimOne is the claim: one findOneAndUpdate that matches a message of
+// the queue whose due time has come (ready, delayed past its run-at, or
+// leased past its deadline), sorted by due time, and atomically sets a new
+// receipt and deadline and increments its attempts.
+func (d *Driver) claimOne(ctx context.Context, queue string, lease time.Duration) (*msgDoc, error) {
+	now := time.Now()
+	var doc msgDoc
+	err := d.msgs.FindOneAndUpdate(ctx, claimFilter(queue, now), claimUpdate(newReceipt(), now, lease),
+		options.FindOneAndUpdate().SetSort(claimSort).SetReturnDocument(options.After).SetHint(claimIndex),
+	).Decode(&doc)
+	if errors.Is(err, gomongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &doc, nil
+}
+
+func claimFilter(queue string, now time.Time) bson.D {
+	return bson.D{{Key: "q", Value: queue}, {Key: "due", Value: bson.D{{Key: "$lte", Value: floorMS(now)}}}}
+}
+
+func claimUpdate(receipt string, now time.Time, lease time.Duration) bson.D {
+	return bson.D{
+		{Key: "$set", Value: bson.D{{Key: "due", Value: ceilMS(now.Add(lease))}, {Key: "l", Value: true}, {Key: "r", Value: receipt}}},
+		{Key: "$inc", Value: bson.D{{Key: "a", Value: 1}}},
+	}
+}
+
+// claimMany claims up to p.Max messages in three round trips whatever
+// p.Max: find the ids of the first claimable messages, claim those still
+// claimable with one updateMany (each document's update is atomic and
+// re-checks the filter), and read back the ones this call leased (by id and
+// this call's receipt). Receipts are unique per call; a ref also names the
+// message id, so fencing stays per message.
+func (d *Driver) claimMany(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	for try := 0; try < 3; try++ {
+		now := time.Now()
+		filter := claimFilter(queue, now)
+		cur, err := d.msgs.Find(ctx, filter, options.Find().SetSort(claimSort).SetLimit(int64(p.Max)).
+			SetProjection(bson.D{{Key: "_id", Value: 1}}).SetHint(claimIndex))
+		if err != nil {
+			return nil, err
+		}
+		var cands []struct {
+			ID string `bson:"_id"`
+		}
+		if err := cur.All(ctx, &cands); err != nil {
+			return nil, err
+		}
+		if len(cands) == 0 {
+			return nil, nil
+		}
+		ids := make([]string, len(cands))
+		order := make(map[string]int, len(cands))
+		for i, c := range cands {
+			ids[i] = c.ID
+			order[c.ID] = i
+		}
+		receipt := newReceipt()
+		upd := append(bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}, filter...)
+		res, err := d.msgs.UpdateMany(ctx, upd, claimUpdate(receipt, now, p.Lease))
+		if err != nil {
+			return nil, err
+		}
+		if res.ModifiedCount == 0 {
+			continue // competing consumers took them all; look again
+		}
+		cur, err = d.msgs.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "r", Value: receipt}})
+		if err != nil {
+			return nil, err
+		}
+		var docs []msgDoc
+		if err := cur.All(ctx, &docs); err != nil {
+			return nil, err
+		}
+		placed := make([]*msgDoc, len(cands))
+		for i := range docs {
+			placed[order[docs[i].ID]] = &docs[i]
+		}
+		out := make([]backend.Delivery, 0, len(docs))
+		for _, doc := range placed {
+			if doc != nil {
+				out = append(out, doc.delivery())
+			}
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// nextDue returns the earliest due time of the queue's messages (zero when
+// it has none): when a delay ends or a lease expires.
+func (d *Driver) nextDue(ctx context.Context, queue string) (time.Time, error) {
+	var doc struct {
+		Due time.Time `bson:"due"`
+	}
+	err := d.msgs.FindOne(ctx, bson.D{{Key: "q", Value: queue}},
+		options.FindOne().SetSort(claimSort).SetProjection(bson.D{{Key: "due", Value: 1}}).SetHint(claimIndex)).Decode(&doc)
+	if errors.Is(err, gomongo.ErrNoDocuments) {
+		return time.Time{}, nil
+	}
+	return doc.Due, err
+}

@@ -1,0 +1,304 @@
+package mongo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	gomongo "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Index names Fila creates.
+const (
+	// claimIndex serves the claim: equality on the queue, range and sort on
+	// the due time, then the id for FIFO among equal due times.
+	claimIndex = "fila_claim"
+	// dedupIndex makes dedup keys unique among pending messages. It is
+	// sparse, so messages without a key are not in it, and the messages
+	// collection only holds pending messages (ack deletes, dead moves), so
+	// the key is free again as soon as its holder is settled. No partial
+	// index is needed.
+	dedupIndex = "fila_dedup"
+	// deadListIndex pages a queue's dead letters oldest first.
+	deadListIndex = "fila_dead_list"
+)
+
+// msgDoc is a pending message: ready, delayed or leased.
+//
+// One field, due, says when the message can next be claimed: its run-at
+// while it waits, its lease deadline while it is leased. A claim therefore
+// matches {q, due <= now} and a message whose lease expired is claimable
+// again without any sweeper. l tells a leased message from a delayed one
+// (for stats); r is the receipt of the current lease.
+type msgDoc struct {
+	ID          string    `bson:"_id"`
+	Queue       string    `bson:"q"`
+	Kind        string    `bson:"k"`
+	Body        []byte    `bson:"b"`
+	Headers     []header  `bson:"h,omitempty"`
+	Due         time.Time `bson:"due"`
+	Leased      bool      `bson:"l"`
+	Receipt     string    `bson:"r,omitempty"`
+	Attempts    int       `bson:"a"`
+	MaxAttempts int       `bson:"ma,omitempty"`
+	LastError   string    `bson:"le,omitempty"`
+	// DedupKey is queue + "\x00" + key, so one sparse single-field unique
+	// index covers every queue (queue names never hold a NUL).
+	DedupKey   string    `bson:"dk,omitempty"`
+	RunAt      time.Time `bson:"ra,omitempty"`
+	EnqueuedAt time.Time `bson:"ea"`
+}
+
+// header is one message header. Headers are stored as an array of pairs
+// because header keys may hold '.' and '$', which field names may not.
+type header struct {
+	K string `bson:"k"`
+	V string `bson:"v"`
+}
+
+// deadDoc is a dead letter, in its own collection so the hot collection
+// stays small.
+type deadDoc struct {
+	ID          string    `bson:"_id"`
+	Queue       string    `bson:"q"`
+	Kind        string    `bson:"k"`
+	Body        []byte    `bson:"b"`
+	Headers     []header  `bson:"h,omitempty"`
+	Attempts    int       `bson:"a"`
+	MaxAttempts int       `bson:"ma,omitempty"`
+	LastError   string    `bson:"le,omitempty"`
+	DedupKey    string    `bson:"dedup,omitempty"` // the plain key, not indexed
+	RunAt       time.Time `bson:"ra,omitempty"`
+	EnqueuedAt  time.Time `bson:"ea"`
+	Reason      string    `bson:"rs"`
+	DeadAt      time.Time `bson:"da"`
+	// Receipt is the lease that dead-lettered the message; without
+	// transactions it lets Dead undo its insert when the lease was lost.
+	Receipt string `bson:"dr,omitempty"`
+}
+
+// ensureIndexes creates Fila's indexes where they are missing. It lists
+// them first, so opening a driver on a prepared database only reads.
+func (d *Driver) ensureIndexes(ctx context.Context) error {
+	want := []struct {
+		coll *gomongo.Collection
+		name string
+		keys bson.D
+		opts *options.IndexOptionsBuilder
+	}{
+		{d.msgs, claimIndex, bson.D{{Key: "q", Value: 1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}, options.Index()},
+		{d.msgs, dedupIndex, bson.D{{Key: "dk", Value: 1}}, options.Index().SetUnique(true).SetSparse(true)},
+		{d.dead, deadListIndex, bson.D{{Key: "q", Value: 1}, {Key: "da", Value: 1}, {Key: "_id", Value: 1}}, options.Index()},
+	}
+	have := map[string]bool{}
+	for _, c := range []*gomongo.Collection{d.msgs, d.dead} {
+		names, err := indexNames(ctx, c)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			have[c.Name()+"."+n] = true
+		}
+	}
+	for _, w := range want {
+		if have[w.coll.Name()+"."+w.name] {
+			continue
+		}
+		model := gomongo.IndexModel{Keys: w.keys, Options: w.opts.SetName(w.name)}
+		if _, err := w.coll.Indexes().CreateOne(ctx, model); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexNames lists a collection's index names (none when it does not
+// exist).
+func indexNames(ctx context.Context, c *gomongo.Collection) ([]string, error) {
+	cur, err := c.Indexes().List(ctx)
+	if err != nil {
+		var se gomongo.ServerError
+		if errors.As(err, &se) && se.HasErrorCode(26) { // NamespaceNotFound
+			return nil, nil
+		}
+		return nil, err
+	}
+	var rows []struct {
+		Name string `bson:"name"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Name
+	}
+	return names, nil
+}
+
+// ceilMS rounds t up to the millisecond, the precision of BSON dates, so a
+// stored run-at or deadline is never earlier than asked for.
+func ceilMS(t time.Time) time.Time {
+	r := t.Truncate(time.Millisecond)
+	if r.Before(t) {
+		r = r.Add(time.Millisecond)
+	}
+	return r.UTC()
+}
+
+// floorMS rounds t down to the millisecond: "now" in claim filters, so a
+// message is never claimed before its due time.
+func floorMS(t time.Time) time.Time { return t.Truncate(time.Millisecond).UTC() }
+
+func dedupField(queue, key string) string {
+	if key == "" {
+		return ""
+	}
+	return queue + "\x00" + key
+}
+
+func plainKey(field string) string {
+	if i := strings.IndexByte(field, 0); i >= 0 {
+		return field[i+1:]
+	}
+	return field
+}
+
+func encodeHeaders(h map[string]string) []header {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make([]header, 0, len(h))
+	for k, v := range h {
+		out = append(out, header{K: k, V: v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].K < out[j].K })
+	return out
+}
+
+func decodeHeaders(h []header) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for _, kv := range h {
+		out[kv.K] = kv.V
+	}
+	return out
+}
+
+func bodyOf(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func newMsgDoc(queue string, m *backend.Message, now time.Time) *msgDoc {
+	doc := &msgDoc{
+		ID:          m.ID,
+		Queue:       queue,
+		Kind:        m.Kind,
+		Body:        bodyOf(m.Body),
+		Headers:     encodeHeaders(m.Headers),
+		Due:         ceilMS(m.Due(now)),
+		MaxAttempts: m.MaxAttempts,
+		DedupKey:    dedupField(queue, m.DedupKey),
+		EnqueuedAt:  m.EnqueuedAt.UTC(),
+	}
+	if !m.RunAt.IsZero() {
+		doc.RunAt = m.RunAt.UTC()
+	}
+	return doc
+}
+
+func (doc *msgDoc) message() backend.Message {
+	return backend.Message{
+		ID:          doc.ID,
+		Kind:        doc.Kind,
+		Body:        bodyOf(doc.Body),
+		Headers:     decodeHeaders(doc.Headers),
+		RunAt:       doc.RunAt,
+		DedupKey:    plainKey(doc.DedupKey),
+		MaxAttempts: doc.MaxAttempts,
+		EnqueuedAt:  doc.EnqueuedAt,
+	}
+}
+
+func (doc *msgDoc) delivery() backend.Delivery {
+	return backend.Delivery{
+		Message:   doc.message(),
+		Attempt:   doc.Attempts,
+		Receipt:   doc.Receipt,
+		Deadline:  doc.Due,
+		LastError: doc.LastError,
+	}
+}
+
+func (doc *msgDoc) deadDoc(reason, receipt string, now time.Time) *deadDoc {
+	return &deadDoc{
+		ID:          doc.ID,
+		Queue:       doc.Queue,
+		Kind:        doc.Kind,
+		Body:        bodyOf(doc.Body),
+		Headers:     doc.Headers,
+		Attempts:    doc.Attempts,
+		MaxAttempts: doc.MaxAttempts,
+		LastError:   doc.LastError,
+		DedupKey:    plainKey(doc.DedupKey),
+		RunAt:       doc.RunAt,
+		EnqueuedAt:  doc.EnqueuedAt,
+		Reason:      reason,
+		DeadAt:      now.UTC(),
+		Receipt:     receipt,
+	}
+}
+
+func (dd *deadDoc) letter() backend.DeadLetter {
+	return backend.DeadLetter{
+		Message: backend.Message{
+			ID:          dd.ID,
+			Kind:        dd.Kind,
+			Body:        bodyOf(dd.Body),
+			Headers:     decodeHeaders(dd.Headers),
+			RunAt:       dd.RunAt,
+			DedupKey:    dd.DedupKey,
+			MaxAttempts: dd.MaxAttempts,
+			EnqueuedAt:  dd.EnqueuedAt,
+		},
+		Queue:    dd.Queue,
+		Attempts: dd.Attempts,
+		Reason:   dd.Reason,
+		DeadAt:   dd.DeadAt,
+	}
+}
+
+// replayDoc turns a dead letter back into a ready message: attempts reset,
+// dedup key dropped.
+func (dd *deadDoc) replayDoc(now time.Time) *msgDoc {
+	return &msgDoc{
+		ID:          dd.ID,
+		Queue:       dd.Queue,
+		Kind:        dd.Kind,
+		Body:        bodyOf(dd.Body),
+		Headers:     dd.Headers,
+		Due:         floorMS(now),
+		MaxAttempts: dd.MaxAttempts,
+		EnqueuedAt:  dd.EnqueuedAt,
+	}
+}
+
+// newReceipt returns a fresh lease token.
+func newReceipt() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

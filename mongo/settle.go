@@ -1,0 +1,110 @@
+package mongo
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// leaseFilter matches a message only while ref's receipt is its current
+// lease: the fence of every settlement (R5).
+func leaseFilter(ref backend.Ref) bson.D {
+	return bson.D{{Key: "_id", Value: ref.ID}, {Key: "q", Value: ref.Queue}, {Key: "r", Value: ref.Receipt}}
+}
+
+// Ack deletes the messages whose receipts are current with one deleteMany.
+// When fewer documents were deleted than refs were given (some leases were
+// lost), a second query tells which: a ref whose message still exists under
+// another receipt lost its lease. If more refs name messages that are gone
+// than were deleted (a settled message acked again in the same call as
+// others), the surplus refs get ErrLeaseLost, duplicates of one id first.
+func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
+	errs := make([]error, len(refs))
+	if len(refs) == 0 {
+		return errs, nil
+	}
+	var filter bson.D
+	if len(refs) == 1 {
+		filter = leaseFilter(refs[0])
+	} else {
+		or := make(bson.A, len(refs))
+		for i, ref := range refs {
+			or[i] = leaseFilter(ref)
+		}
+		filter = bson.D{{Key: "$or", Value: or}}
+	}
+	res, err := d.msgs.DeleteMany(ctx, filter)
+	if err != nil {
+		return nil, d.mapErr(ctx, err, "ack")
+	}
+	if int(res.DeletedCount) == len(refs) {
+		return errs, nil
+	}
+	if len(refs) == 1 {
+		errs[0] = backend.ErrLeaseLost
+		return errs, nil
+	}
+	ids := make([]string, len(refs))
+	for i, ref := range refs {
+		ids[i] = ref.ID
+	}
+	exists, err := d.existing(ctx, ids)
+	if err != nil {
+		return nil, d.mapErr(ctx, err, "ack")
+	}
+	var gone []int
+	seen := map[string]bool{}
+	for i, ref := range refs {
+		if exists[ref.ID] {
+			errs[i] = backend.ErrLeaseLost
+			continue
+		}
+		if seen[ref.ID] {
+			errs[i] = backend.ErrLeaseLost // one id is deleted once
+			continue
+		}
+		seen[ref.ID] = true
+		gone = append(gone, i)
+	}
+	// Of the refs whose message is gone, DeletedCount were ours.
+	for n := int(res.DeletedCount); n < len(gone); n++ {
+		errs[gone[n]] = backend.ErrLeaseLost
+	}
+	return errs, nil
+}
+
+// Retry ends the lease and makes the message claimable again at now+delay,
+// keeping reason as its last error (an empty reason keeps the previous).
+func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
+	set := bson.D{{Key: "due", Value: ceilMS(time.Now().Add(delay))}, {Key: "l", Value: false}}
+	if reason != "" {
+		set = append(set, bson.E{Key: "le", Value: reason})
+	}
+	res, err := d.msgs.UpdateOne(ctx, leaseFilter(ref), bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "r", Value: ""}}}})
+	if err != nil {
+		return d.mapErr(ctx, err, "retry")
+	}
+	if res.MatchedCount == 0 {
+		return backend.ErrLeaseLost
+	}
+	if delay == 0 {
+		d.notify.wake(ref.Queue)
+	}
+	return nil
+}
+
+// Extend moves the lease deadline to now + lease.
+func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duration) (time.Time, error) {
+	deadline := ceilMS(time.Now().Add(lease))
+	res, err := d.msgs.UpdateOne(ctx, leaseFilter(ref), bson.D{{Key: "$set", Value: bson.D{{Key: "due", Value: deadline}}}})
+	if err != nil {
+		return time.Time{}, d.mapErr(ctx, err, "extend")
+	}
+	if res.MatchedCount == 0 {
+		return time.Time{}, backend.ErrLeaseLost
+	}
+	return deadline, nil
+}
