@@ -1,0 +1,347 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// QueueStats counts queue's messages from passive declares (RabbitMQ's
+// message counts) and this instance's own bookkeeping:
+//
+//   - Ready: the main queue's ready count, plus the messages pushed to this
+//     instance and not received yet. Messages other instances hold in their
+//     buffers are counted by nobody (RabbitMQ sees them as unacked).
+//   - Delayed: the ready counts of the delay queues this instance has
+//     published to since it started; delay queues only other instances used
+//     are not seen (there is no way to list queues without the management
+//     plugin).
+//   - Leased: this instance's current leases only.
+//   - Dead: the dead-letter queue's count.
+//
+// On a quiescent queue driven by one instance the counts are exact.
+// OldestReadyAt and DeadByKind are not provided.
+func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
+	n, err := d.names(queue)
+	if err != nil {
+		return backend.Stats{}, err
+	}
+	s, err := d.session(ctx, d.opts.ReconnectWait)
+	if err != nil {
+		return backend.Stats{}, err
+	}
+	p := d.existingPuller(queue)
+	for try := 0; ; try++ {
+		// The broker's counts and this instance's buffer are read at
+		// different moments; a message pushed in between would be counted
+		// twice or not at all. Read again until no delivery arrived meanwhile.
+		cs, seen := p.snapshot()
+		var st backend.Stats
+		if st.Ready, err = s.count(ctx, n.main); err != nil {
+			return backend.Stats{}, err
+		}
+		if st.Dead, err = s.count(ctx, n.dead); err != nil {
+			return backend.Stats{}, err
+		}
+		for _, ms := range d.buckets(queue) {
+			c, err := s.count(ctx, n.delay(ms))
+			if err != nil {
+				return backend.Stats{}, err
+			}
+			st.Delayed += c
+		}
+		if cs == nil {
+			return st, nil
+		}
+		// A synchronous round trip on the consumer's channel lets deliveries
+		// the broker already made arrive.
+		_ = cs.call(func() error { return cs.ch.Qos(1, 0, false) })
+		if p.countOwn(&st, cs, seen) || try >= 4 {
+			return st, nil
+		}
+	}
+}
+
+// snapshot returns the puller's channel and how many deliveries it had.
+func (p *puller) snapshot() (*chanState, uint64) {
+	if p == nil {
+		return nil, 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cs == nil {
+		return nil, 0
+	}
+	return p.cs, p.cs.seen
+}
+
+// countOwn adds the puller's buffered (ready) and leased messages to st,
+// unless deliveries arrived since the snapshot; it reports whether it did.
+func (p *puller) countOwn(st *backend.Stats, cs *chanState, seen uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cs != cs || cs.seen != seen {
+		return false
+	}
+	for _, e := range cs.entries {
+		switch {
+		case e.leased:
+			st.Leased++
+		case !e.busy:
+			st.Ready++
+		}
+	}
+	return true
+}
+
+// count returns a queue's ready message count, 0 when it does not exist.
+func (s *session) count(ctx context.Context, name string) (int64, error) {
+	var n int64
+	err := s.withCtl(ctx, func(ch *amqp.Channel) error {
+		q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+		n = int64(q.Messages)
+		return err
+	})
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+		return 0, nil
+	}
+	return n, mapErr(ctx, "count "+name, err)
+}
+
+// deadScan holds a dead-letter queue's messages, taken with basic.get and
+// not acked, on a channel of its own. Closing the channel puts whatever was
+// not acked back in its place (the dead queue is a classic queue, which
+// requeues in the original order). While a listing, replay or purge runs the
+// dead letters it holds are invisible to other listings.
+type deadScan struct {
+	ch      *amqp.Channel
+	queue   string
+	msgs    []amqp.Delivery
+	letters []backend.DeadLetter
+}
+
+func (d *Driver) scanDead(ctx context.Context, s *session, queue string, n names) (*deadScan, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return nil, mapErr(ctx, "open channel", err)
+	}
+	sc := &deadScan{ch: ch, queue: queue}
+	for {
+		if err := ctx.Err(); err != nil {
+			sc.close()
+			return nil, err
+		}
+		dv, ok, err := ch.Get(n.dead, false)
+		if err != nil {
+			sc.close()
+			var ae *amqp.Error
+			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+				return &deadScan{queue: queue}, nil // no dead queue, no dead letters
+			}
+			return nil, mapErr(ctx, "get dead letter", err)
+		}
+		if !ok {
+			return sc, nil
+		}
+		sc.msgs = append(sc.msgs, dv)
+		m := decode(&dv)
+		m.RunAt = time.Time{}
+		l := backend.DeadLetter{
+			Message:  m,
+			Queue:    queue,
+			Attempts: int(intHeader(dv.Headers, hAttempts)),
+			Reason:   strHeader(dv.Headers, hReason),
+		}
+		if ms := intHeader(dv.Headers, hDeadAt); ms != 0 {
+			l.DeadAt = time.UnixMilli(ms)
+		}
+		sc.letters = append(sc.letters, l)
+	}
+}
+
+func (sc *deadScan) close() {
+	if sc.ch != nil {
+		_ = sc.ch.Close()
+	}
+}
+
+// selected returns the indexes of the letters f selects.
+func (sc *deadScan) selected(f backend.DeadFilter) []int {
+	var ids map[string]bool
+	if f.IDs != nil {
+		ids = make(map[string]bool, len(f.IDs))
+		for _, id := range f.IDs {
+			ids[id] = true
+		}
+	}
+	var out []int
+	for i, l := range sc.letters {
+		if (ids == nil || ids[l.ID]) && (f.Kind == "" || l.Kind == f.Kind) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// DeadList lists dead letters oldest first (the dead queue's order). It
+// takes every message of the dead queue without acking it and gives them all
+// back at the end, so it costs one round trip per dead letter. The cursor is
+// the id of the last letter of the previous page.
+func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListParams) (backend.DeadPage, error) {
+	n, err := d.names(queue)
+	if err != nil {
+		return backend.DeadPage{}, err
+	}
+	s, err := d.session(ctx, d.opts.ReconnectWait)
+	if err != nil {
+		return backend.DeadPage{}, err
+	}
+	sc, err := d.scanDead(ctx, s, queue, n)
+	if err != nil {
+		return backend.DeadPage{}, err
+	}
+	defer sc.close()
+	var all []backend.DeadLetter
+	for _, i := range sc.selected(backend.DeadFilter{Kind: p.Kind}) {
+		all = append(all, sc.letters[i])
+	}
+	start := 0
+	if p.Cursor != "" {
+		start = len(all)
+		for i, l := range all {
+			if l.ID == p.Cursor {
+				start = i + 1
+				break
+			}
+		}
+		if start == len(all) { // the cursor's letter is gone: go by id order
+			for i, l := range all {
+				if l.ID > p.Cursor {
+					start = i
+					break
+				}
+			}
+		}
+	}
+	limit := max(p.Limit, 1)
+	end := min(start+limit, len(all))
+	page := backend.DeadPage{Letters: all[start:end]}
+	if end < len(all) && end > start {
+		page.Next = all[end-1].ID
+	}
+	return page, nil
+}
+
+// DeadReplay publishes the selected dead letters back to the main queue
+// (confirmed) with their attempt count reset, then acks them in the dead
+// queue.
+func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFilter) (int, error) {
+	return d.deadOp(ctx, queue, f, func(s *session, n names, sc *deadScan, sel []int) error {
+		items := make([]pubItem, len(sel))
+		for j, i := range sel {
+			pub := copyOf(&sc.msgs[i])
+			for _, k := range []string{hAttempts, hReason, hDeadAt, hRunAt} {
+				delete(pub.Headers, k)
+			}
+			items[j] = pubItem{key: n.main, msg: pub, queue: queue}
+		}
+		return s.publish(ctx, items)
+	})
+}
+
+// DeadPurge deletes the selected dead letters (all of them with the zero
+// filter, by purging the dead queue).
+func (d *Driver) DeadPurge(ctx context.Context, queue string, f backend.DeadFilter) (int, error) {
+	if f.IDs == nil && f.Kind == "" {
+		n, err := d.names(queue)
+		if err != nil {
+			return 0, err
+		}
+		s, err := d.session(ctx, d.opts.ReconnectWait)
+		if err != nil {
+			return 0, err
+		}
+		var purged int
+		err = s.withCtl(ctx, func(ch *amqp.Channel) error {
+			var err error
+			purged, err = ch.QueuePurge(n.dead, false)
+			return err
+		})
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return 0, nil
+		}
+		return purged, mapErr(ctx, "purge dead letters", err)
+	}
+	return d.deadOp(ctx, queue, f, func(*session, names, *deadScan, []int) error { return nil })
+}
+
+// deadOp scans the dead queue, runs op on the selected letters and acks
+// them if it succeeded; the others go back when the scan's channel closes.
+func (d *Driver) deadOp(ctx context.Context, queue string, f backend.DeadFilter, op func(*session, names, *deadScan, []int) error) (int, error) {
+	n, err := d.names(queue)
+	if err != nil {
+		return 0, err
+	}
+	s, err := d.session(ctx, d.opts.ReconnectWait)
+	if err != nil {
+		return 0, err
+	}
+	sc, err := d.scanDead(ctx, s, queue, n)
+	if err != nil {
+		return 0, err
+	}
+	defer sc.close()
+	sel := sc.selected(f)
+	if len(sel) == 0 {
+		return 0, nil
+	}
+	if err := op(s, n, sc, sel); err != nil {
+		return 0, mapErr(ctx, "dead-letter operation", err)
+	}
+	for _, i := range sel {
+		if err := sc.ch.Ack(sc.msgs[i].DeliveryTag, false); err != nil {
+			return 0, mapErr(ctx, "ack dead letter", err)
+		}
+	}
+	// A synchronous call after the acks makes sure the broker applied them
+	// before the channel closes and requeues the rest.
+	if _, err := sc.ch.QueueDeclarePassive(n.dead, true, false, false, false, nil); err != nil {
+		return 0, mapErr(ctx, "dead-letter operation", err)
+	}
+	return len(sel), nil
+}
+
+// DeleteQueue deletes queue's RabbitMQ topology: the main queue, the
+// dead-letter queue and exchange, and the delay queues this instance knows
+// (others delete themselves through x-expires). Messages in them are lost.
+// It is for tests and tooling; Fila itself never deletes queues.
+func (d *Driver) DeleteQueue(ctx context.Context, queue string) error {
+	n, err := d.names(queue)
+	if err != nil {
+		return err
+	}
+	s, err := d.session(ctx, d.opts.ReconnectWait)
+	if err != nil {
+		return err
+	}
+	s.forget(queue, n)
+	del := []string{n.main, n.dead}
+	for _, ms := range d.buckets(queue) {
+		del = append(del, n.delay(ms))
+	}
+	err = s.withCtl(ctx, func(ch *amqp.Channel) error {
+		for _, name := range del {
+			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
+				return err
+			}
+		}
+		return ch.ExchangeDelete(n.dead, false, false)
+	})
+	return mapErr(ctx, "delete queue", err)
+}

@@ -1,0 +1,101 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/conformance"
+	"github.com/fila-go/fila/internal/testenv"
+	"github.com/fila-go/fila/rabbitmq"
+)
+
+// TestConformance runs the shared suite against the real RabbitMQ.
+func TestConformance(t *testing.T) {
+	raw := testenv.RabbitMQURL(t)
+	tr := newTracker(t, raw)
+	conformance.Run(t, conformance.Harness{
+		Open: func(ctx context.Context) (backend.Driver, error) { return tr.open(ctx) },
+		Missing: map[conformance.Feature]string{
+			conformance.FeatureDedup:       "RabbitMQ has no atomic check of a key over a queue's pending messages",
+			conformance.FeatureTxEnqueue:   "AMQP transactions are not a caller-owned transaction over other data",
+			conformance.FeatureAtomicBatch: "a failed batch publish may have stored some of its messages",
+			conformance.FeatureOldestReady: "RabbitMQ does not report the age of a queue's head without the management plugin",
+			conformance.FeatureDeadByKind:  "counting dead letters by kind would need reading the whole dead queue",
+		},
+		RedeliveryBound: 3 * time.Second,
+		WakeupBound:     time.Second,
+	})
+}
+
+// tracker opens drivers and records the queues tests touch, so their
+// durable RabbitMQ topology can be deleted when the test ends.
+type tracker struct {
+	t   testing.TB
+	raw string
+
+	mu     sync.Mutex
+	queues map[string]bool
+}
+
+func newTracker(t testing.TB, raw string) *tracker {
+	tr := &tracker{t: t, raw: raw, queues: map[string]bool{}}
+	t.Cleanup(tr.cleanup)
+	return tr
+}
+
+func (tr *tracker) open(ctx context.Context) (*tracked, error) {
+	u, err := url.Parse(tr.raw)
+	if err != nil {
+		return nil, err
+	}
+	d, err := rabbitmq.Open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return &tracked{Driver: d, tr: tr}, nil
+}
+
+func (tr *tracker) note(q string) {
+	tr.mu.Lock()
+	tr.queues[q] = true
+	tr.mu.Unlock()
+}
+
+func (tr *tracker) cleanup() {
+	u, _ := url.Parse(tr.raw)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := rabbitmq.Open(ctx, u)
+	if err != nil {
+		tr.t.Logf("cleanup: %v", err)
+		return
+	}
+	defer d.Close()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for q := range tr.queues {
+		if err := d.DeleteQueue(ctx, q); err != nil {
+			tr.t.Logf("cleanup: delete %s: %v", q, err)
+		}
+	}
+}
+
+// tracked is a driver that records the queues it is used with.
+type tracked struct {
+	*rabbitmq.Driver
+	tr *tracker
+}
+
+func (d *tracked) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+	d.tr.note(queue)
+	return d.Driver.Enqueue(ctx, queue, msgs)
+}
+
+func (d *tracked) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	d.tr.note(queue)
+	return d.Driver.Receive(ctx, queue, p)
+}

@@ -1,0 +1,602 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// puller is the consumer side of one Fila queue in one driver instance: a
+// channel of its own (acks must go on the channel a delivery came from), at
+// most one active consumer on it, the buffer of pushed messages no caller has
+// received yet, and the client-side leases of the received ones.
+//
+// Demand-driven prefetch: a consumer is started when a Receive finds the
+// buffer empty, with a prefetch equal to the sum of the Max of the waiting
+// Receive calls (capped by Options.MaxPrefetch). Unacked messages count
+// against a consumer's prefetch, leased ones included, so a consumer whose
+// credit is used up by leases is replaced by a fresh one (the old one is
+// cancelled; its deliveries stay ackable on the channel). When messages sit
+// in the buffer with no Receive waiting for Options.BufferIdle they are
+// given back (republished with their attempt count, then acked), so an idle
+// client does not sit on messages other consumers could take.
+type puller struct {
+	d     *Driver
+	queue string
+	n     names
+
+	ensureMu sync.Mutex // serializes consumer (re)starts and parking
+
+	mu            sync.Mutex
+	cs            *chanState
+	waiters       int
+	demand        int
+	noWaiterSince time.Time     // when the last waiting Receive left; zero while one waits
+	wake          chan struct{} // closed (and replaced) when waiters should look again
+	parking       bool
+	closed        bool
+}
+
+// chanState is one incarnation of a puller's channel. Everything in it dies
+// with the channel: RabbitMQ requeues the channel's unacked messages and the
+// leases on them are lost.
+type chanState struct {
+	ch     *amqp.Channel
+	gen    uint64
+	callMu sync.Mutex // serializes synchronous methods on ch
+
+	cons    *consumer         // the active consumer, nil when none
+	buf     []*entry          // pushed, not yet received, in delivery order
+	entries map[uint64]*entry // every delivery not yet acked or rejected, by tag
+	order   []uint64          // their tags in delivery order (settled ones removed lazily)
+	seen    uint64            // deliveries received on ch
+	maxTag  uint64            // highest delivery tag received on ch
+}
+
+type consumer struct {
+	tag         string
+	prefetch    int
+	outstanding int // delivered and not yet acked or rejected
+	done        chan struct{}
+}
+
+// entry is one delivery not yet settled with the broker.
+type entry struct {
+	dv       amqp.Delivery
+	cons     *consumer
+	leased   bool
+	busy     bool // a settlement, hop or give-back is publishing its copy
+	attempt  int
+	deadline time.Time
+}
+
+func newPuller(d *Driver, queue string, n names) *puller {
+	return &puller{d: d, queue: queue, n: n, wake: make(chan struct{})}
+}
+
+func (p *puller) broadcastLocked() {
+	close(p.wake)
+	p.wake = make(chan struct{})
+}
+
+// Receive hands out up to p.Max buffered messages, starting a consumer when
+// the buffer is empty, and blocks until one arrives or ctx ends.
+func (d *Driver) Receive(ctx context.Context, queue string, rp backend.ReceiveParams) ([]backend.Delivery, error) {
+	p, err := d.puller(queue)
+	if err != nil {
+		return nil, err
+	}
+	return p.receive(ctx, max(rp.Max, 1), rp.Lease)
+}
+
+func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]backend.Delivery, error) {
+	registered := false
+	defer func() {
+		if registered {
+			p.mu.Lock()
+			p.waiters--
+			p.demand -= want
+			if p.waiters == 0 {
+				p.noWaiterSince = time.Now()
+			}
+			p.mu.Unlock()
+		}
+	}()
+	backoff := 50 * time.Millisecond
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, backend.ErrClosed
+		}
+		if cs := p.cs; cs != nil && len(cs.buf) > 0 {
+			out := p.takeLocked(cs, want, lease)
+			p.mu.Unlock()
+			return out, nil
+		}
+		if !registered {
+			registered = true
+			p.waiters++
+			p.demand += want
+			p.noWaiterSince = time.Time{}
+		}
+		need := p.needConsumerLocked()
+		wake := p.wake
+		p.mu.Unlock()
+		if need {
+			err := p.ensure(ctx)
+			switch {
+			case err == nil:
+				backoff = 50 * time.Millisecond
+				continue
+			case ctx.Err() != nil:
+				return nil, ctx.Err()
+			case errors.Is(err, backend.ErrClosed), errors.Is(err, backend.ErrInvalid):
+				return nil, err
+			}
+			p.d.log.Warn("rabbitmq: starting a consumer failed; retrying", slog.String("queue", p.queue), slog.Any("error", err))
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			}
+			backoff = min(backoff*2, 2*time.Second)
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// needConsumerLocked reports whether waiting Receive calls need a (new)
+// consumer: there is none, or its credit is used up (every message it was
+// pushed is leased or buffered). A consumer is only ever cancelled when its
+// credit is used up: RabbitMQ 3.10 returns messages that are on their way to
+// a cancelled consumer with x-delivery-count incremented, which would count
+// an attempt nobody made; with no credit left nothing is on its way.
+func (p *puller) needConsumerLocked() bool {
+	cs := p.cs
+	if cs == nil || cs.cons == nil {
+		return true
+	}
+	return cs.cons.outstanding >= cs.cons.prefetch
+}
+
+// takeLocked leases up to want buffered messages; the lease starts now.
+func (p *puller) takeLocked(cs *chanState, want int, lease time.Duration) []backend.Delivery {
+	n := min(want, len(cs.buf))
+	now := time.Now()
+	out := make([]backend.Delivery, 0, n)
+	for _, e := range cs.buf[:n] {
+		e.leased = true
+		e.deadline = now.Add(lease)
+		e.attempt = priorAttempts(&e.dv) + 1
+		out = append(out, backend.Delivery{
+			Message:   decode(&e.dv),
+			Attempt:   e.attempt,
+			Receipt:   p.d.receipt(cs.gen, e.dv.DeliveryTag),
+			Deadline:  e.deadline,
+			LastError: strHeader(e.dv.Headers, hLastError),
+		})
+	}
+	rest := copy(cs.buf, cs.buf[n:])
+	clear(cs.buf[rest:])
+	cs.buf = cs.buf[:rest]
+	return out
+}
+
+// ensure opens the channel and (re)starts the consumer if waiting Receive
+// calls need it.
+func (p *puller) ensure(ctx context.Context) error {
+	p.ensureMu.Lock()
+	defer p.ensureMu.Unlock()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return backend.ErrClosed
+	}
+	need := p.needConsumerLocked() && p.waiters > 0
+	cs, demand := p.cs, p.demand
+	var old *consumer
+	if cs != nil {
+		old = cs.cons
+	}
+	p.mu.Unlock()
+	if !need {
+		return nil
+	}
+	if cs == nil {
+		var err error
+		if cs, err = p.open(ctx); err != nil {
+			return err
+		}
+	}
+	if old != nil {
+		// Deliveries already pushed to the old consumer still arrive (amqp091
+		// flushes them before closing its channel) and stay ackable.
+		err := cs.call(func() error { return cs.ch.Cancel(old.tag, false) })
+		if err != nil {
+			return mapErr(ctx, "cancel consumer", err)
+		}
+		p.mu.Lock()
+		if cs.cons == old {
+			cs.cons = nil
+		}
+		p.mu.Unlock()
+	}
+	prefetch := min(max(demand, 1), p.d.opts.MaxPrefetch)
+	tag := "fila-" + p.d.nonce + "-" + strconv.FormatUint(p.d.seq.Add(1), 36)
+	var deliveries <-chan amqp.Delivery
+	err := cs.call(func() error {
+		if err := cs.ch.Qos(prefetch, 0, false); err != nil {
+			return err
+		}
+		var err error
+		deliveries, err = cs.ch.Consume(p.n.main, tag, false, false, false, false, nil)
+		return err
+	})
+	if err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			if s, serr := p.d.session(ctx, time.Millisecond); serr == nil {
+				s.forget(p.queue, p.n) // deleted behind our back: declare again
+			}
+		}
+		return mapErr(ctx, "consume", err)
+	}
+	c := &consumer{tag: tag, prefetch: prefetch, done: make(chan struct{})}
+	p.mu.Lock()
+	cs.cons = c
+	p.mu.Unlock()
+	p.d.wg.Add(1)
+	go p.consume(cs, c, deliveries)
+	return nil
+}
+
+// open declares the topology and opens a fresh channel.
+func (p *puller) open(ctx context.Context) (*chanState, error) {
+	s, err := p.d.session(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.declare(ctx, p.queue, p.n); err != nil {
+		return nil, err
+	}
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return nil, mapErr(ctx, "open channel", err)
+	}
+	cs := &chanState{ch: ch, gen: p.d.seq.Add(1), entries: map[uint64]*entry{}}
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		_ = ch.Close()
+		return nil, backend.ErrClosed
+	}
+	p.cs = cs
+	p.mu.Unlock()
+	p.d.wg.Add(1)
+	go func() {
+		defer p.d.wg.Done()
+		e := <-closes
+		p.mu.Lock()
+		if p.cs == cs {
+			p.cs = nil
+			p.broadcastLocked()
+		}
+		p.mu.Unlock()
+		if e != nil {
+			p.d.log.Debug("rabbitmq: consumer channel closed; its leases are lost", slog.String("queue", p.queue), slog.Any("error", e))
+		}
+	}()
+	return cs, nil
+}
+
+func (cs *chanState) call(fn func() error) error {
+	cs.callMu.Lock()
+	defer cs.callMu.Unlock()
+	return fn()
+}
+
+// consume moves c's deliveries into the buffer.
+func (p *puller) consume(cs *chanState, c *consumer, deliveries <-chan amqp.Delivery) {
+	defer p.d.wg.Done()
+	defer close(c.done)
+	for dv := range deliveries {
+		p.onDelivery(cs, c, dv)
+	}
+	p.mu.Lock()
+	if cs.cons == c { // cancelled by the broker (queue deleted) or the channel died
+		cs.cons = nil
+		p.broadcastLocked()
+	}
+	p.mu.Unlock()
+}
+
+func (p *puller) onDelivery(cs *chanState, c *consumer, dv amqp.Delivery) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cs != cs {
+		return // the channel died: the broker requeued it
+	}
+	e := &entry{dv: dv, cons: c}
+	tag := dv.DeliveryTag
+	cs.entries[tag] = e
+	cs.order = append(cs.order, tag)
+	cs.seen++
+	cs.maxTag = max(cs.maxTag, tag)
+	c.outstanding++
+	if runAt := intHeader(dv.Headers, hRunAt); runAt > time.Now().UnixMilli() {
+		// Arrived before its run-at (a delay rounded down to its bucket, or
+		// longer than the largest bucket): wait out the rest in a delay queue.
+		e.busy = true
+		p.d.wg.Add(1)
+		go p.hop(cs, e, time.UnixMilli(runAt))
+		return
+	}
+	cs.buf = append(cs.buf, e)
+	p.broadcastLocked()
+}
+
+// removeLocked forgets e after its ack or reject was decided.
+func (cs *chanState) removeLocked(e *entry) {
+	tag := e.dv.DeliveryTag
+	if cs.entries[tag] != e {
+		return
+	}
+	delete(cs.entries, tag)
+	e.cons.outstanding--
+	i := 0
+	for i < len(cs.order) && cs.entries[cs.order[i]] == nil {
+		i++
+	}
+	if i > 0 {
+		n := copy(cs.order, cs.order[i:])
+		cs.order = cs.order[:n]
+	}
+}
+
+// multipleOKLocked reports whether one basic.ack with multiple=true up to
+// tag acks exactly the removed deliveries: every delivery up to tag was
+// received and none of them is still unsettled.
+func (cs *chanState) multipleOKLocked(tag uint64) bool {
+	if cs.seen != cs.maxTag { // deliveries of two consumers may interleave out of order
+		return false
+	}
+	return len(cs.order) == 0 || cs.order[0] > tag
+}
+
+// settleLocked acks (or rejects with requeue) entries already removed.
+// Frames are sent under p.mu so that their order matches the bookkeeping.
+func (cs *chanState) ackLocked(tags []uint64) error {
+	if len(tags) == 0 {
+		return nil
+	}
+	top := tags[0]
+	for _, t := range tags {
+		top = max(top, t)
+	}
+	if len(tags) > 1 && cs.multipleOKLocked(top) {
+		return cs.ch.Ack(top, true)
+	}
+	for _, t := range tags {
+		if err := cs.ch.Ack(t, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tick expires leases past their deadline (reject with requeue, so the
+// quorum queue counts the delivery) and parks an idle consumer.
+func (p *puller) tick(now time.Time) {
+	p.mu.Lock()
+	cs := p.cs
+	if cs == nil || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	for _, e := range cs.entries {
+		if e.leased && !e.busy && now.After(e.deadline) {
+			cs.removeLocked(e)
+			_ = cs.ch.Nack(e.dv.DeliveryTag, false, true)
+		}
+	}
+	park := p.waiters == 0 && !p.parking && !p.noWaiterSince.IsZero() &&
+		now.Sub(p.noWaiterSince) >= p.d.opts.BufferIdle && len(cs.buf) > 0
+	if park {
+		p.parking = true
+	}
+	p.mu.Unlock()
+	if park {
+		p.d.wg.Add(1)
+		go func() {
+			defer p.d.wg.Done()
+			p.park(cs)
+		}()
+	}
+}
+
+// park gives the buffered messages of a puller nobody waits on back to the
+// queue. If the consumer's credit is used up it is cancelled first (safe:
+// nothing is on its way), so it does not take them again; otherwise it stays
+// (cancelling could count an attempt for a message on its way) and may take
+// a given-back message again, in competition with other consumers.
+func (p *puller) park(cs *chanState) {
+	defer func() {
+		p.mu.Lock()
+		p.parking = false
+		p.mu.Unlock()
+	}()
+	p.ensureMu.Lock()
+	defer p.ensureMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.mu.Lock()
+	full := cs.cons != nil && cs.cons.outstanding >= cs.cons.prefetch
+	p.mu.Unlock()
+	if full {
+		p.stopConsumer(cs)
+	}
+	p.mu.Lock()
+	if p.cs != cs || p.waiters > 0 {
+		p.mu.Unlock()
+		return
+	}
+	items := p.detachBufferLocked(cs)
+	p.mu.Unlock()
+	p.giveBack(ctx, nil, cs, items)
+}
+
+// stopConsumer cancels cs's consumer and waits until its pushed deliveries
+// are in the buffer. Call with ensureMu held.
+func (p *puller) stopConsumer(cs *chanState) {
+	p.mu.Lock()
+	c := cs.cons
+	cs.cons = nil
+	p.mu.Unlock()
+	if c == nil {
+		return
+	}
+	if err := cs.call(func() error { return cs.ch.Cancel(c.tag, false) }); err != nil {
+		return // the channel is gone
+	}
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+func (p *puller) detachBufferLocked(cs *chanState) []*entry {
+	items := cs.buf
+	cs.buf = nil
+	for _, e := range items {
+		e.busy = true
+	}
+	return items
+}
+
+// giveBack republishes buffered, never-received messages to the main queue
+// with their attempt count so far (so handing them out later shows the same
+// attempt) and acks the originals. Rejecting them with requeue would make
+// the quorum queue count a delivery nobody saw. If the publish fails they
+// are rejected with requeue after all.
+func (p *puller) giveBack(ctx context.Context, s *session, cs *chanState, items []*entry) {
+	if len(items) == 0 {
+		return
+	}
+	pubs := make([]pubItem, len(items))
+	for i, e := range items {
+		pub := copyOf(&e.dv)
+		pub.Headers[hAttempts] = int64(priorAttempts(&e.dv))
+		pubs[i] = pubItem{key: p.n.main, msg: pub, queue: p.queue}
+	}
+	var err error
+	if s == nil {
+		s, err = p.d.session(ctx, p.d.opts.ReconnectWait)
+	}
+	if err == nil {
+		err = s.publish(ctx, pubs)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cs != cs {
+		return
+	}
+	tags := make([]uint64, 0, len(items))
+	for _, e := range items {
+		cs.removeLocked(e)
+		tags = append(tags, e.dv.DeliveryTag)
+	}
+	if err != nil {
+		p.d.log.Warn("rabbitmq: giving buffered messages back failed; rejecting them with requeue (their attempt counts grow by one)",
+			slog.String("queue", p.queue), slog.Any("error", err))
+		for _, t := range tags {
+			_ = cs.ch.Nack(t, false, true)
+		}
+		return
+	}
+	_ = cs.ackLocked(tags)
+}
+
+// hop sends a message that reached the main queue before its run-at to the
+// delay queue of the time left.
+func (p *puller) hop(cs *chanState, e *entry, runAt time.Time) {
+	defer p.d.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := func() error {
+		s, err := p.d.session(ctx, p.d.opts.ReconnectWait)
+		if err != nil {
+			return err
+		}
+		pub := copyOf(&e.dv)
+		pub.Headers[hAttempts] = int64(priorAttempts(&e.dv))
+		key, err := s.delayKey(ctx, p.queue, p.n, time.Until(runAt))
+		if err != nil {
+			return err
+		}
+		return s.publish(ctx, []pubItem{{key: key, msg: pub, queue: p.queue}})
+	}()
+	if err != nil {
+		p.d.log.Warn("rabbitmq: moving an early message to its delay queue failed; it goes back to the queue",
+			slog.String("queue", p.queue), slog.Any("error", err))
+		select {
+		case <-time.After(time.Second):
+		case <-p.d.closeCh:
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cs != cs {
+		return
+	}
+	cs.removeLocked(e)
+	if err != nil {
+		_ = cs.ch.Nack(e.dv.DeliveryTag, false, true)
+		return
+	}
+	_ = cs.ackLocked([]uint64{e.dv.DeliveryTag})
+}
+
+// shutdown ends the puller for Close: blocked Receive calls end, the
+// consumer is cancelled, buffered messages are given back, and the channel
+// is closed (which requeues what is still leased).
+func (p *puller) shutdown(ctx context.Context, s *session) {
+	p.mu.Lock()
+	p.closed = true
+	p.broadcastLocked()
+	p.mu.Unlock()
+	p.ensureMu.Lock()
+	defer p.ensureMu.Unlock()
+	p.mu.Lock()
+	cs := p.cs
+	p.mu.Unlock()
+	if cs == nil || s == nil || s.isDead() {
+		return
+	}
+	p.stopConsumer(cs)
+	p.mu.Lock()
+	items := p.detachBufferLocked(cs)
+	p.mu.Unlock()
+	if len(items) > 0 {
+		p.giveBack(ctx, s, cs, items)
+	}
+	_ = cs.ch.Close()
+}

@@ -1,0 +1,144 @@
+// Package rabbitmq is Fila's RabbitMQ driver (RabbitMQ 3.10 or later, AMQP
+// 0-9-1 through github.com/rabbitmq/amqp091-go). Importing it registers the
+// URL schemes amqp and amqps:
+//
+//	import _ "github.com/fila-go/fila/rabbitmq"
+//	c, err := fila.Open(ctx, "amqp://guest:guest@localhost:5672/?fila_prefix=app")
+//
+// # URL
+//
+// Parameters starting with "fila_" configure the driver: fila_prefix (name
+// prefix, default "fila"), fila_prefetch (consumer prefetch cap, default
+// 250), fila_buffer_idle (default 150ms), fila_reconnect_max (default 5s)
+// and fila_reconnect_wait (default 5s); see [Options]. amqp091-go's own
+// parameters (heartbeat, connection_timeout, channel_max, auth_mechanism,
+// certfile, keyfile, cacertfile, server_name_indication) are passed to it
+// unchanged. Any other parameter is an ErrInvalid error.
+//
+// # Topology
+//
+// Each Fila queue Q becomes, with the prefix P:
+//
+//	P.Q            durable quorum queue holding ready messages
+//	               (x-dead-letter-exchange P.Q:dead)
+//	P.Q:dead       fanout exchange and durable classic queue bound to it:
+//	               the dead-letter store
+//	P.Q:delay:MS   durable classic queue with x-message-ttl MS whose
+//	               messages dead-letter back to P.Q through the default
+//	               exchange; x-expires MS+10min deletes it once unused
+//
+// Everything is declared idempotently on first use, once per connection. Fila
+// queue names cannot contain ':', so no two queues' names collide. A queue
+// whose longest derived name (P.Q:delay:2000000000) would pass RabbitMQ's
+// 255-byte limit is refused with ErrInvalid; with the default prefix every
+// valid Fila queue name fits.
+//
+// # Delays
+//
+// Per-message TTLs on one shared queue only expire at the head, so a long
+// delay would hold up a short one behind it. Instead every delay length has
+// its own queue with a queue-level TTL: a message waiting D goes to the
+// queue of D rounded down to two significant digits in milliseconds (1234ms
+// waits in P.Q:delay:1200) and carries its run-at in a header. When it
+// reaches the main queue before its run-at (by the rounding, under 10% of
+// the delay, or because delays over about 23 days hop through the largest
+// queue repeatedly) the consumer that receives it sends it on to the delay
+// queue of the time left instead of handing it out, so a delayed message is
+// never early; delays under 100ms are exact. Delays of different lengths
+// never block each other. A delayed message is late by the broker's TTL
+// timer resolution plus a hop or two (typically milliseconds). Dead-lettering
+// out of the classic delay queues is at-most-once in RabbitMQ: a broker crash
+// at that moment can lose the message being moved.
+//
+// # Publishing
+//
+// Every publish is persistent and mandatory, on a channel in confirm mode:
+// Enqueue returns when the broker confirmed every message of the batch (R1;
+// for quorum queues, when a majority has it on disk). A nack or a
+// basic.return (unroutable: the queue was deleted) fails the call. Batches
+// are published all at once and then confirmed, and are not atomic: a failed
+// batch may have stored part of itself. When RabbitMQ blocks the connection
+// (connection.blocked, a memory or disk alarm) publishing calls fail at once
+// with ErrBlocked instead of hanging.
+//
+// # Receiving and leases (client-side)
+//
+// RabbitMQ pushes messages to consumers and has no visibility timeout, so
+// leases are kept by the driver. Each driver instance has, per queue, one
+// channel and at most one consumer (manual acks). The consumer is started
+// when a Receive finds nothing buffered, with a prefetch equal to what the
+// waiting Receive calls asked for (capped by fila_prefetch); pushed messages
+// wait in a client-side buffer and a message's lease starts when a Receive
+// hands it out. Messages that sit in the buffer with no Receive waiting for
+// fila_buffer_idle are given back to the queue (republished with their
+// attempt count, then acked) so an idle client does not hold messages that
+// other consumers could take (R2 holds regardless: buffered messages are
+// invisible to others, and a closed or crashed client's messages return to
+// the queue).
+//
+// A lease whose deadline passes unsettled is rejected with requeue by the
+// driver (checked every 50ms), so another consumer gets it (R3); Extend moves
+// the deadline (R4). Receipts name the driver instance, the channel
+// incarnation and the delivery tag: an operation on a delivery whose lease
+// was given up, was settled already, or whose channel died returns
+// ErrLeaseLost (R5). A client that dies or loses its connection leaves its
+// leases to the broker, which requeues them at once (before their deadlines:
+// the only way to hold a message in RabbitMQ is an open channel).
+//
+// Attempts are the quorum queue's x-delivery-count (failed deliveries:
+// rejects with requeue and deliveries to a channel that closed, absent on a
+// first delivery) plus one, plus the count carried in a header across the
+// driver's own republishes (retries, give-backs, delay hops), since a
+// republished copy starts a new count. Messages pushed to a client that
+// closes or crashes before handing them out count an attempt too.
+//
+// Ack is basic.ack on the delivery's channel (one frame with multiple=true
+// when the acked deliveries are the channel's oldest unsettled ones). Retry
+// publishes a copy (confirmed) carrying the attempt count and last error to
+// the delay queue of its delay (or straight to the main queue) and then acks
+// the original; Dead publishes a copy with reason, attempts and time to the
+// dead-letter exchange (confirmed) and then acks. If the connection breaks
+// between the two steps the message can exist twice (at-least-once).
+//
+// # Connections
+//
+// The driver reconnects with exponential backoff (100ms up to
+// fila_reconnect_max) and, on the new connection, redeclares topology and
+// restarts consumers as Receive calls need them. Calls made while the
+// connection is down wait up to fila_reconnect_wait and then fail with
+// ErrUnavailable; a blocked Receive waits until its context ends. Calls in
+// flight when the connection breaks fail with ErrUnavailable (retryable) or,
+// for settlements, ErrLeaseLost.
+//
+// # Capabilities
+//
+// Dead-letter management (R12) works by reading the dead queue: a listing
+// takes every dead letter with basic.get without acking and gives them all
+// back at the end (one round trip each; while a listing runs, the letters it
+// holds are invisible to other listings). Replay republishes the selected
+// letters to the main queue with attempts reset (confirmed) and then acks
+// them; purge acks them (or purges the queue). Stats (R13) come from passive
+// declares plus this instance's own bookkeeping: Ready is the main queue's
+// ready count plus this instance's buffered messages, Delayed counts the
+// delay queues this instance published to, Leased is this instance's
+// leases, Dead is the dead queue's count; they are exact on a quiescent
+// queue used by one instance. The age of the oldest ready message and dead
+// letters by kind are not reported. Dedup keys (R11) and transactional
+// enqueue are not supported: RabbitMQ has neither a key check over a queue's
+// messages nor transactions shared with other data.
+//
+// # Delivery semantics
+//
+// At least once. A single consumer without retries or delays gets messages
+// in publish order, except messages given back from a buffer or requeued
+// after an expired lease, which may come later. Wake-up (R18) is RabbitMQ's
+// push: a Receive blocked on an empty queue returns as soon as a message is
+// published (sub-millisecond on a local broker).
+//
+// # Known broker issue
+//
+// RabbitMQ 3.10 can crash a channel (and so close the connection with
+// INTERNAL_ERROR) when basic.consume races with another connection's first
+// declaration of the same quorum queue. The driver reconnects and carries
+// on; leases held on that connection are lost and their messages requeued.
+package rabbitmq

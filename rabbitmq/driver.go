@@ -1,0 +1,309 @@
+package rabbitmq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Driver is a Fila driver over one RabbitMQ connection (reconnected
+// automatically). It implements backend.Driver, DeadLetterer, StatsReader,
+// Pinger and Namer. Build it with Open or New; share one per process.
+type Driver struct {
+	opts  Options
+	log   *slog.Logger
+	nonce string        // tells this instance's receipts from others'
+	seq   atomic.Uint64 // channel generations and consumer tags
+
+	mu      sync.Mutex
+	sess    *session      // current connection; nil while reconnecting
+	sessCh  chan struct{} // closed when sess is set; replaced when it is lost
+	closed  bool
+	closeCh chan struct{}
+	pullers map[string]*puller
+	// delayBuckets remembers, per Fila queue, the delay queues this instance
+	// published to, so QueueStats can count their messages.
+	delayBuckets map[string]map[int64]struct{}
+
+	wg sync.WaitGroup // background goroutines
+}
+
+var (
+	_ backend.Driver       = (*Driver)(nil)
+	_ backend.DeadLetterer = (*Driver)(nil)
+	_ backend.StatsReader  = (*Driver)(nil)
+	_ backend.Pinger       = (*Driver)(nil)
+	_ backend.Namer        = (*Driver)(nil)
+)
+
+// janitorTick is how often leases are checked for expiry and idle buffers
+// for give-back.
+const janitorTick = 50 * time.Millisecond
+
+// New connects to RabbitMQ with o and returns the driver. The first
+// connection is made before New returns, so a wrong URL or credentials fail
+// here; later losses are repaired in the background.
+func New(ctx context.Context, o Options) (*Driver, error) {
+	o.defaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	var nb [6]byte
+	_, _ = rand.Read(nb[:])
+	d := &Driver{
+		opts:         o,
+		log:          o.Logger.With(slog.String("driver", "rabbitmq")),
+		nonce:        hex.EncodeToString(nb[:]),
+		sessCh:       make(chan struct{}),
+		closeCh:      make(chan struct{}),
+		pullers:      map[string]*puller{},
+		delayBuckets: map[string]map[int64]struct{}{},
+	}
+	type result struct {
+		s   *session
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := d.dial()
+		done <- result{s, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.s != nil {
+				_ = r.s.conn.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("rabbitmq: connect: %w", mapErr(ctx, "connect", r.err))
+	}
+	d.sess = r.s
+	close(d.sessCh)
+	d.wg.Add(2)
+	go d.supervise(r.s)
+	go d.janitor()
+	return d, nil
+}
+
+// DriverName returns "rabbitmq".
+func (d *Driver) DriverName() string { return "rabbitmq" }
+
+// dial opens a connection and starts watching it.
+func (d *Driver) dial() (*session, error) {
+	cfg := d.dialConfig()
+	if cfg.TLSClientConfig != nil {
+		cfg.TLSClientConfig = cfg.TLSClientConfig.Clone()
+	}
+	conn, err := amqp.DialConfig(d.opts.URL, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(d, conn)
+	d.wg.Add(1)
+	go s.watch()
+	return s, nil
+}
+
+// supervise reconnects with exponential backoff whenever the connection is
+// lost, until the driver closes. Pullers reopen their channels, redeclare
+// their topology and restart their consumers on the new connection when a
+// Receive needs them.
+func (d *Driver) supervise(s *session) {
+	defer d.wg.Done()
+	for {
+		select {
+		case <-s.dead:
+		case <-d.closeCh:
+			return
+		}
+		d.mu.Lock()
+		if d.sess == s {
+			d.sess = nil
+			d.sessCh = make(chan struct{})
+		}
+		d.mu.Unlock()
+		d.log.Warn("rabbitmq: connection lost; reconnecting", slog.Any("error", s.err))
+		backoff := 100 * time.Millisecond
+		for {
+			select {
+			case <-d.closeCh:
+				return
+			default:
+			}
+			ns, err := d.dial()
+			if err == nil {
+				d.mu.Lock()
+				if d.closed {
+					d.mu.Unlock()
+					_ = ns.conn.Close()
+					return
+				}
+				d.sess = ns
+				close(d.sessCh)
+				d.mu.Unlock()
+				d.log.Info("rabbitmq: reconnected")
+				s = ns
+				break
+			}
+			d.log.Warn("rabbitmq: reconnect failed", slog.Any("error", err), slog.Duration("retry_in", backoff))
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-d.closeCh:
+				t.Stop()
+				return
+			}
+			backoff = min(backoff*2, d.opts.ReconnectMax)
+		}
+	}
+}
+
+// session returns the live connection, waiting for a reconnection up to
+// wait (0: until ctx ends).
+func (d *Driver) session(ctx context.Context, wait time.Duration) (*session, error) {
+	var timeout <-chan time.Time
+	for {
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return nil, backend.ErrClosed
+		}
+		s, ready := d.sess, d.sessCh
+		d.mu.Unlock()
+		if s != nil && !s.isDead() {
+			return s, nil
+		}
+		if timeout == nil && wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ready:
+		case <-time.After(10 * time.Millisecond): // the supervisor may not have noticed yet
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-d.closeCh:
+			return nil, backend.ErrClosed
+		case <-timeout:
+			return nil, fmt.Errorf("%w: no connection after waiting %v", ErrUnavailable, wait)
+		}
+	}
+}
+
+func (d *Driver) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+// puller returns the consumer side of queue, creating it on first use.
+func (d *Driver) puller(queue string) (*puller, error) {
+	n, err := d.names(queue)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, backend.ErrClosed
+	}
+	p := d.pullers[queue]
+	if p == nil {
+		p = newPuller(d, queue, n)
+		d.pullers[queue] = p
+	}
+	return p, nil
+}
+
+// existingPuller returns queue's puller if a Receive made one.
+func (d *Driver) existingPuller(queue string) *puller {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pullers[queue]
+}
+
+// janitor expires leases and parks idle consumers.
+func (d *Driver) janitor() {
+	defer d.wg.Done()
+	t := time.NewTicker(janitorTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.closeCh:
+			return
+		case now := <-t.C:
+			d.mu.Lock()
+			ps := make([]*puller, 0, len(d.pullers))
+			for _, p := range d.pullers {
+				ps = append(ps, p)
+			}
+			d.mu.Unlock()
+			for _, p := range ps {
+				p.tick(now)
+			}
+		}
+	}
+}
+
+// Ping checks that the connection is up and the broker answers.
+func (d *Driver) Ping(ctx context.Context) error {
+	s, err := d.session(ctx, d.opts.ReconnectWait)
+	if err != nil {
+		return err
+	}
+	return mapErr(ctx, "ping", s.withCtl(ctx, func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclarePassive("amq.direct", "direct", true, false, false, false, nil)
+	}))
+}
+
+// Close gives the messages buffered for Receive back to their queues, then
+// closes the connection. It never acks: leased messages return to their
+// queues when the connection closes (RabbitMQ requeues a closed channel's
+// unacknowledged messages and counts the delivery in x-delivery-count).
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.closeCh)
+	ps := make([]*puller, 0, len(d.pullers))
+	for _, p := range d.pullers {
+		ps = append(ps, p)
+	}
+	s := d.sess
+	d.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.shutdown(ctx, s)
+		}()
+	}
+	wg.Wait()
+	cancel()
+	if s != nil {
+		_ = s.conn.Close()
+	}
+	d.wg.Wait()
+	return nil
+}

@@ -1,0 +1,157 @@
+package rabbitmq
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+)
+
+func init() {
+	opener := func(ctx context.Context, u *url.URL) (backend.Driver, error) { return Open(ctx, u) }
+	fila.Register("amqp", opener)
+	fila.Register("amqps", opener)
+}
+
+// Defaults of Options.
+const (
+	DefaultPrefix        = "fila"
+	DefaultMaxPrefetch   = 250
+	DefaultBufferIdle    = 150 * time.Millisecond
+	DefaultReconnectMax  = 5 * time.Second
+	DefaultReconnectWait = 5 * time.Second
+)
+
+// Options configure a Driver built with New. The zero value of every field
+// means its default.
+type Options struct {
+	// URL is the broker's amqp:// or amqps:// URL, as amqp091-go parses it
+	// (vhost in the path; heartbeat, connection_timeout, channel_max,
+	// auth_mechanism, certfile, keyfile, cacertfile and
+	// server_name_indication in the query). Required.
+	URL string
+	// Prefix starts every queue and exchange name the driver makes
+	// (default "fila"): the Fila queue "orders" is the RabbitMQ queue
+	// "fila.orders". At most 100 bytes of ASCII letters, digits, '.', '_'
+	// and '-'. URL parameter fila_prefix.
+	Prefix string
+	// MaxPrefetch caps the prefetch (basic.qos) of the driver's consumers
+	// (default 250). The prefetch follows demand: a consumer is started with
+	// the sum of the Max of the Receive calls waiting, up to this cap. URL
+	// parameter fila_prefetch.
+	MaxPrefetch int
+	// BufferIdle is how long messages the broker pushed to this client may
+	// wait in its buffer with no Receive waiting before the driver gives them
+	// back to the queue for other consumers (default 150ms). URL parameter
+	// fila_buffer_idle.
+	BufferIdle time.Duration
+	// ReconnectMax caps the backoff between reconnection attempts (default
+	// 5s; the first retry is after 100ms). URL parameter fila_reconnect_max.
+	ReconnectMax time.Duration
+	// ReconnectWait is how long a call made while the connection is down
+	// waits for the reconnection before failing with ErrUnavailable (default
+	// 5s; a Receive keeps waiting until its context ends). URL parameter
+	// fila_reconnect_wait.
+	ReconnectWait time.Duration
+	// TLS, when set, is used for amqps URLs instead of the configuration
+	// built from the URL's certfile/keyfile/cacertfile parameters.
+	TLS *tls.Config
+	// Logger receives the driver's own events (reconnections, background
+	// failures). Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.MaxPrefetch <= 0 {
+		o.MaxPrefetch = DefaultMaxPrefetch
+	}
+	if o.BufferIdle <= 0 {
+		o.BufferIdle = DefaultBufferIdle
+	}
+	if o.ReconnectMax <= 0 {
+		o.ReconnectMax = DefaultReconnectMax
+	}
+	if o.ReconnectWait <= 0 {
+		o.ReconnectWait = DefaultReconnectWait
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+func (o *Options) validate() error {
+	if o.URL == "" {
+		return backend.Invalidf("rabbitmq: Options.URL is empty")
+	}
+	if len(o.Prefix) > maxPrefix {
+		return backend.Invalidf("rabbitmq: prefix is %d bytes; the limit is %d", len(o.Prefix), maxPrefix)
+	}
+	if err := fila.ValidateQueueName(o.Prefix); err != nil {
+		return fmt.Errorf("rabbitmq: prefix %q: %w", o.Prefix, err)
+	}
+	if o.MaxPrefetch > 65535 {
+		return backend.Invalidf("rabbitmq: max prefetch %d is above AMQP's limit 65535", o.MaxPrefetch)
+	}
+	return nil
+}
+
+// amqpParams are the query parameters amqp091-go reads; they are passed
+// through to it unchanged.
+var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "auth_mechanism",
+	"certfile", "keyfile", "cacertfile", "server_name_indication"}
+
+// Open opens a driver from an amqp:// or amqps:// URL. Parameters starting
+// with "fila_" configure the driver (fila_prefix, fila_prefetch,
+// fila_buffer_idle, fila_reconnect_max, fila_reconnect_wait; see Options);
+// amqp091-go's own parameters (heartbeat, connection_timeout, channel_max,
+// auth_mechanism, certfile, keyfile, cacertfile,
+// server_name_indication) pass through to it; anything else is ErrInvalid.
+func Open(ctx context.Context, u *url.URL) (*Driver, error) {
+	p := backend.NewURLParams(u)
+	var o Options
+	o.Prefix = p.String("fila_prefix", DefaultPrefix)
+	o.MaxPrefetch = p.Int("fila_prefetch", DefaultMaxPrefetch)
+	o.BufferIdle = p.Duration("fila_buffer_idle", DefaultBufferIdle)
+	o.ReconnectMax = p.Duration("fila_reconnect_max", DefaultReconnectMax)
+	o.ReconnectWait = p.Duration("fila_reconnect_wait", DefaultReconnectWait)
+	for _, name := range amqpParams {
+		p.Has(name)
+	}
+	if err := p.Done(); err != nil {
+		return nil, err
+	}
+	if s := strings.ToLower(u.Scheme); s != "amqp" && s != "amqps" {
+		return nil, backend.Invalidf("rabbitmq: URL scheme %q: want amqp or amqps", u.Scheme)
+	}
+	raw := *u
+	q := raw.Query()
+	for k := range q {
+		if strings.HasPrefix(k, "fila_") {
+			q.Del(k)
+		}
+	}
+	raw.RawQuery = q.Encode()
+	o.URL = raw.String()
+	return New(ctx, o)
+}
+
+// dialConfig is the amqp091-go configuration of every connection.
+func (d *Driver) dialConfig() amqp.Config {
+	cfg := amqp.Config{
+		Properties:      amqp.NewConnectionProperties(),
+		TLSClientConfig: d.opts.TLS,
+	}
+	cfg.Properties.SetClientConnectionName("fila")
+	return cfg
+}

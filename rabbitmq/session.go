@@ -1,0 +1,402 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// session is one AMQP connection with its control channel (declarations,
+// passive declares), its publishing channel and its cache of declared
+// topology. When the connection dies the session is dead for good; the
+// driver dials a new one.
+type session struct {
+	d    *Driver
+	conn *amqp.Connection
+	dead chan struct{} // closed when the connection is closed
+	err  error         // why; set before dead is closed
+
+	blockMu sync.Mutex
+	blocked chan struct{} // closed while the broker blocks this connection
+	reason  string
+
+	ctlMu sync.Mutex
+	ctl   *amqp.Channel
+
+	pub publisher
+
+	declMu   sync.Mutex
+	declared map[string]*declCall // main topology, per Fila queue
+	delays   map[string]time.Time // delay queue name -> when last declared
+}
+
+type declCall struct {
+	done chan struct{}
+	err  error
+}
+
+func newSession(d *Driver, conn *amqp.Connection) *session {
+	s := &session{
+		d:        d,
+		conn:     conn,
+		dead:     make(chan struct{}),
+		blocked:  make(chan struct{}),
+		declared: map[string]*declCall{},
+		delays:   map[string]time.Time{},
+	}
+	s.pub.s = s
+	return s
+}
+
+// watch follows the connection's blocked/unblocked and close notifications.
+func (s *session) watch() {
+	defer s.d.wg.Done()
+	closes := s.conn.NotifyClose(make(chan *amqp.Error, 1))
+	blocks := s.conn.NotifyBlocked(make(chan amqp.Blocking, 4))
+	for {
+		select {
+		case b, ok := <-blocks:
+			if !ok {
+				blocks = nil
+				continue
+			}
+			s.setBlocked(b)
+		case e, ok := <-closes:
+			if ok && e != nil {
+				s.err = e
+			} else {
+				s.err = amqp.ErrClosed
+			}
+			close(s.dead)
+			return
+		}
+	}
+}
+
+func (s *session) setBlocked(b amqp.Blocking) {
+	s.blockMu.Lock()
+	defer s.blockMu.Unlock()
+	if b.Active {
+		select {
+		case <-s.blocked:
+		default:
+			s.reason = b.Reason
+			close(s.blocked)
+			s.d.log.Warn("rabbitmq: the broker blocked publishing on this connection (memory or disk alarm)", slog.String("reason", b.Reason))
+		}
+		return
+	}
+	select {
+	case <-s.blocked:
+		s.blocked = make(chan struct{})
+		s.d.log.Info("rabbitmq: the broker unblocked publishing")
+	default:
+	}
+}
+
+// blockedState returns a channel closed while the connection is blocked, and
+// the error to report if it is.
+func (s *session) blockedState() (<-chan struct{}, error) {
+	s.blockMu.Lock()
+	defer s.blockMu.Unlock()
+	select {
+	case <-s.blocked:
+		return s.blocked, fmt.Errorf("%w: %s", ErrBlocked, s.reason)
+	default:
+		return s.blocked, nil
+	}
+}
+
+func (s *session) blockedErr() error {
+	s.blockMu.Lock()
+	defer s.blockMu.Unlock()
+	return fmt.Errorf("%w: %s", ErrBlocked, s.reason)
+}
+
+func (s *session) isDead() bool {
+	select {
+	case <-s.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// withCtl runs fn on the control channel, reopening it after a channel
+// error (a failed passive declare closes it). Calls are serialized: amqp091
+// does not match concurrent synchronous replies on one channel.
+func (s *session) withCtl(ctx context.Context, fn func(ch *amqp.Channel) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	if s.ctl == nil || s.ctl.IsClosed() {
+		ch, err := s.conn.Channel()
+		if err != nil {
+			return err
+		}
+		s.ctl = ch
+	}
+	return fn(s.ctl)
+}
+
+// declare makes sure queue's topology exists, once per connection.
+func (s *session) declare(ctx context.Context, queue string, n names) error {
+	s.declMu.Lock()
+	c := s.declared[queue]
+	if c == nil {
+		c = &declCall{done: make(chan struct{})}
+		s.declared[queue] = c
+		s.declMu.Unlock()
+		c.err = s.declareTopology(ctx, n)
+		if c.err != nil {
+			s.declMu.Lock()
+			delete(s.declared, queue)
+			s.declMu.Unlock()
+		}
+		close(c.done)
+	} else {
+		s.declMu.Unlock()
+	}
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// forget drops queue from the declaration cache, after a sign that its
+// topology was deleted.
+func (s *session) forget(queue string, n names) {
+	s.declMu.Lock()
+	defer s.declMu.Unlock()
+	delete(s.declared, queue)
+	for name := range s.delays {
+		if len(name) > len(n.main) && name[:len(n.main)] == n.main {
+			delete(s.delays, name)
+		}
+	}
+}
+
+func (s *session) declareTopology(ctx context.Context, n names) error {
+	err := s.withCtl(ctx, func(ch *amqp.Channel) error {
+		if err := ch.ExchangeDeclare(n.dead, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+			return err
+		}
+		if _, err := ch.QueueDeclare(n.dead, true, false, false, false, nil); err != nil {
+			return err
+		}
+		if err := ch.QueueBind(n.dead, "", n.dead, false, nil); err != nil {
+			return err
+		}
+		_, err := ch.QueueDeclare(n.main, true, false, false, false, amqp.Table{
+			"x-queue-type":           "quorum",
+			"x-dead-letter-exchange": n.dead,
+		})
+		return err
+	})
+	return mapErr(ctx, "declare queue "+n.main, err)
+}
+
+// declareDelay makes sure the delay queue of ms exists and returns its name.
+// Publishing does not renew a queue's x-expires lease, declaring does: the
+// queue is declared again when its last declaration is older than
+// redeclareDelayAfter.
+func (s *session) declareDelay(ctx context.Context, queue string, n names, ms int64) (string, error) {
+	name := n.delay(ms)
+	s.declMu.Lock()
+	last, ok := s.delays[name]
+	s.declMu.Unlock()
+	if ok && time.Since(last) < redeclareDelayAfter {
+		return name, nil
+	}
+	start := time.Now()
+	err := s.withCtl(ctx, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{
+			"x-message-ttl":             ms,
+			"x-expires":                 ms + delayExpiry.Milliseconds(),
+			"x-dead-letter-exchange":    "",
+			"x-dead-letter-routing-key": n.main,
+		})
+		return err
+	})
+	if err != nil {
+		return "", mapErr(ctx, "declare delay queue "+name, err)
+	}
+	s.declMu.Lock()
+	s.delays[name] = start
+	s.declMu.Unlock()
+	s.d.rememberBucket(queue, ms)
+	return name, nil
+}
+
+func (d *Driver) rememberBucket(queue string, ms int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.delayBuckets[queue]
+	if b == nil {
+		b = map[int64]struct{}{}
+		d.delayBuckets[queue] = b
+	}
+	b[ms] = struct{}{}
+}
+
+func (d *Driver) buckets(queue string) []int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]int64, 0, len(d.delayBuckets[queue]))
+	for ms := range d.delayBuckets[queue] {
+		out = append(out, ms)
+	}
+	return out
+}
+
+// publisher owns the session's publishing channel, in confirm mode.
+type publisher struct {
+	s   *session
+	mu  sync.Mutex
+	st  *pubChan
+	seq atomic.Uint64
+}
+
+// pubChan is one incarnation of the publishing channel with its
+// basic.return bookkeeping.
+type pubChan struct {
+	ch       *amqp.Channel
+	done     chan struct{} // closed when the returns goroutine ends
+	barrier  chan chan struct{}
+	mu       sync.Mutex
+	returned map[string]string // CorrelationId -> why it was returned
+}
+
+func (p *publisher) get() (*pubChan, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st != nil && !p.st.ch.IsClosed() {
+		return p.st, nil
+	}
+	ch, err := p.s.conn.Channel()
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	st := &pubChan{ch: ch, done: make(chan struct{}), barrier: make(chan chan struct{}), returned: map[string]string{}}
+	returns := ch.NotifyReturn(make(chan amqp.Return))
+	p.s.d.wg.Add(1)
+	go st.handleReturns(p.s.d, returns)
+	p.st = st
+	return st, nil
+}
+
+// handleReturns records basic.returns. RabbitMQ sends a mandatory message's
+// basic.return before its basic.ack, and amqp091 hands both over from one
+// goroutine in that order, so once a publisher has its confirm, a barrier
+// round trip through this goroutine guarantees that any return of its
+// messages is recorded.
+func (st *pubChan) handleReturns(d *Driver, returns chan amqp.Return) {
+	defer d.wg.Done()
+	defer close(st.done)
+	for {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				return
+			}
+			st.mu.Lock()
+			st.returned[r.CorrelationId] = fmt.Sprintf("%s (%d)", r.ReplyText, r.ReplyCode)
+			st.mu.Unlock()
+		case b := <-st.barrier:
+			close(b)
+		}
+	}
+}
+
+// pubItem is one message to publish.
+type pubItem struct {
+	exchange, key string
+	msg           amqp.Publishing
+	queue         string // the Fila queue, to forget its topology on a return
+}
+
+// publish sends items with publisher confirms and the mandatory flag, then
+// waits for every confirm: nil means the broker stored them all.
+func (s *session) publish(ctx context.Context, items []pubItem) error {
+	blocked, err := s.blockedState()
+	if err != nil {
+		return err
+	}
+	st, err := s.pub.get()
+	if err != nil {
+		return mapErr(ctx, "open publishing channel", err)
+	}
+	keys := make([]string, len(items))
+	dcs := make([]*amqp.DeferredConfirmation, 0, len(items))
+	defer func() {
+		st.mu.Lock()
+		for _, k := range keys {
+			delete(st.returned, k)
+		}
+		st.mu.Unlock()
+	}()
+	for i := range items {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		keys[i] = s.d.nonce + "-" + strconv.FormatUint(s.pub.seq.Add(1), 36)
+		msg := items[i].msg
+		msg.CorrelationId = keys[i]
+		dc, err := st.ch.PublishWithDeferredConfirm(items[i].exchange, items[i].key, true, false, msg)
+		if err != nil {
+			return mapErr(ctx, "publish", err)
+		}
+		dcs = append(dcs, dc)
+	}
+	for _, dc := range dcs {
+		select {
+		case <-dc.Done():
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-blocked:
+			return s.blockedErr()
+		}
+		if !dc.Acked() {
+			if st.ch.IsClosed() || s.isDead() {
+				return fmt.Errorf("%w: the channel closed before the broker confirmed the publish", ErrUnavailable)
+			}
+			return ErrNacked
+		}
+	}
+	b := make(chan struct{})
+	select {
+	case st.barrier <- b:
+		select {
+		case <-b:
+		case <-st.done:
+		}
+	case <-st.done:
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, k := range keys {
+		if why, ok := st.returned[k]; ok {
+			if items[i].queue != "" {
+				if n, err := s.d.names(items[i].queue); err == nil {
+					s.forget(items[i].queue, n)
+				}
+			}
+			return fmt.Errorf("%w: message %s to %q: %s", ErrUnroutable, items[i].msg.MessageId, items[i].key, why)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+package rabbitmq
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Receipts are "<instance>.<channel generation>.<delivery tag>": a lease is
+// current while this instance still has that delivery, unsettled, on that
+// channel incarnation. A receipt of another instance, of a dead channel, or
+// of a delivery already settled or expired is not current (ErrLeaseLost).
+func (d *Driver) receipt(gen, tag uint64) string {
+	return d.nonce + "." + strconv.FormatUint(gen, 36) + "." + strconv.FormatUint(tag, 36)
+}
+
+func (d *Driver) parseReceipt(r string) (gen, tag uint64, ok bool) {
+	rest, found := strings.CutPrefix(r, d.nonce+".")
+	if !found {
+		return 0, 0, false
+	}
+	g, t, found := strings.Cut(rest, ".")
+	if !found {
+		return 0, 0, false
+	}
+	gen, err1 := strconv.ParseUint(g, 36, 64)
+	tag, err2 := strconv.ParseUint(t, 36, 64)
+	return gen, tag, err1 == nil && err2 == nil
+}
+
+// leaseLocked finds the current lease of ref.
+func (p *puller) leaseLocked(ref backend.Ref) (*chanState, *entry, bool) {
+	gen, tag, ok := p.d.parseReceipt(ref.Receipt)
+	cs := p.cs
+	if !ok || cs == nil || cs.gen != gen {
+		return nil, nil, false
+	}
+	e := cs.entries[tag]
+	if e == nil || !e.leased || e.busy || e.dv.MessageId != ref.ID {
+		return nil, nil, false
+	}
+	return cs, e, true
+}
+
+// Ack acks the current leases among refs: one basic.ack with multiple=true
+// when they are exactly the channel's oldest unsettled deliveries, else one
+// basic.ack each (acks have no reply in AMQP, so either way it is one
+// write). Acks of one queue go on the channel its deliveries came from.
+func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
+	errs := make([]error, len(refs))
+	byQueue := map[string][]int{}
+	for i, r := range refs {
+		byQueue[r.Queue] = append(byQueue[r.Queue], i)
+	}
+	for queue, idx := range byQueue {
+		p := d.existingPuller(queue)
+		if p == nil {
+			for _, i := range idx {
+				errs[i] = backend.ErrLeaseLost
+			}
+			continue
+		}
+		if err := p.ack(refs, idx, errs); err != nil {
+			return nil, mapErr(ctx, "ack", err)
+		}
+	}
+	return errs, nil
+}
+
+func (p *puller) ack(refs []backend.Ref, idx []int, errs []error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var cs *chanState
+	tags := make([]uint64, 0, len(idx))
+	for _, i := range idx {
+		c, e, ok := p.leaseLocked(refs[i])
+		if !ok {
+			errs[i] = backend.ErrLeaseLost
+			continue
+		}
+		cs = c
+		cs.removeLocked(e)
+		tags = append(tags, e.dv.DeliveryTag)
+	}
+	if cs == nil {
+		return nil
+	}
+	return cs.ackLocked(tags)
+}
+
+// Extend moves the lease deadline; the driver's janitor rejects the
+// delivery with requeue once it passes.
+func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duration) (time.Time, error) {
+	p := d.existingPuller(ref.Queue)
+	if p == nil {
+		return time.Time{}, backend.ErrLeaseLost
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, e, ok := p.leaseLocked(ref)
+	if !ok {
+		return time.Time{}, backend.ErrLeaseLost
+	}
+	e.deadline = time.Now().Add(lease)
+	return e.deadline, nil
+}
+
+// Retry publishes a copy of the message (confirmed) to the delay queue of
+// delay, or straight to the main queue for no delay, carrying its attempt
+// count and last error, then acks the original.
+func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
+	return d.republish(ctx, ref, "retry", func(s *session, p *puller, e *entry) (pubItem, error) {
+		pub := copyOf(&e.dv)
+		pub.Headers[hAttempts] = int64(e.attempt)
+		if reason != "" {
+			pub.Headers[hLastError] = reason
+		}
+		delete(pub.Headers, hRunAt)
+		key := p.n.main
+		if delay > 0 {
+			at := time.Now().Add(delay)
+			setRunAt(&pub, at)
+			var err error
+			if key, err = s.delayKey(ctx, p.queue, p.n, delay); err != nil {
+				return pubItem{}, err
+			}
+		}
+		return pubItem{key: key, msg: pub, queue: p.queue}, nil
+	})
+}
+
+// Dead publishes a copy of the message (confirmed) with its reason,
+// attempts and time to the queue's dead-letter exchange, then acks the
+// original.
+func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error {
+	return d.republish(ctx, ref, "dead-letter", func(s *session, p *puller, e *entry) (pubItem, error) {
+		pub := copyOf(&e.dv)
+		pub.Headers[hAttempts] = int64(e.attempt)
+		pub.Headers[hReason] = reason
+		pub.Headers[hDeadAt] = time.Now().UnixMilli()
+		delete(pub.Headers, hRunAt)
+		return pubItem{exchange: p.n.dead, msg: pub, queue: p.queue}, nil
+	})
+}
+
+// republish is Retry and Dead: it holds the lease busy (the janitor leaves it
+// alone) while the copy is published, then acks the original. If the
+// publish fails the lease stays as it was and the error is returned; if the
+// channel died meanwhile the broker has requeued the original, and the copy
+// makes a duplicate (at-least-once).
+func (d *Driver) republish(ctx context.Context, ref backend.Ref, op string, build func(*session, *puller, *entry) (pubItem, error)) error {
+	p := d.existingPuller(ref.Queue)
+	if p == nil {
+		return backend.ErrLeaseLost
+	}
+	p.mu.Lock()
+	cs, e, ok := p.leaseLocked(ref)
+	if ok {
+		e.busy = true
+	}
+	p.mu.Unlock()
+	if !ok {
+		return backend.ErrLeaseLost
+	}
+	err := func() error {
+		s, err := d.session(ctx, d.opts.ReconnectWait)
+		if err != nil {
+			return err
+		}
+		item, err := build(s, p, e)
+		if err != nil {
+			return err
+		}
+		return s.publish(ctx, []pubItem{item})
+	}()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cs != cs {
+		if err == nil {
+			d.log.Warn("rabbitmq: the channel of a delivery closed while settling it; the message may be delivered twice",
+				slog.String("queue", ref.Queue), slog.String("id", ref.ID), slog.String("op", op))
+			return nil
+		}
+		return backend.ErrLeaseLost
+	}
+	if err != nil {
+		e.busy = false
+		return mapErr(ctx, op, err)
+	}
+	cs.removeLocked(e)
+	return mapErr(ctx, "ack after "+op, cs.ackLocked([]uint64{e.dv.DeliveryTag}))
+}
