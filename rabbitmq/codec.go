@@ -13,14 +13,14 @@ import (
 // Timestamp = enqueue time (seconds), CorrelationId = a per-publish key
 // that matches a basic.return to its publish. Headers (AMQP field table):
 const (
-	hUser      = "fila-h"        // table: the message's own headers, kept apart from Fila's
-	hEnqueued  = "fila-enq"      // int64: enqueue time, Unix milliseconds
-	hRunAt     = "fila-run"      // int64: run-at, Unix milliseconds (delayed and retried messages)
-	hAttempts  = "fila-att"      // int64: deliveries before this copy was published
-	hMax       = "fila-max"      // int64: the message's own max attempts
-	hLastError = "fila-err"      // string: reason of the latest Retry
-	hReason    = "fila-reason"   // string: dead-letter reason
-	hDeadAt    = "fila-dead-at"  // int64: dead-letter time, Unix milliseconds
+	hUser      = "fila-h"           // table: the message's own headers, kept apart from Fila's
+	hEnqueued  = "fila-enq"         // int64: enqueue time, Unix milliseconds
+	hRunAt     = "fila-run"         // int64: run-at, Unix milliseconds (delayed and retried messages)
+	hAttempts  = "fila-att"         // int64: deliveries before this copy was published
+	hMax       = "fila-max"         // int64: the message's own max attempts
+	hLastError = "fila-err"         // string: reason of the latest Retry
+	hReason    = "fila-reason"      // string: dead-letter reason
+	hDeadAt    = "fila-dead-at"     // int64: dead-letter time, Unix milliseconds
 	hDelCount  = "x-delivery-count" // set by quorum queues on redelivery
 )
 

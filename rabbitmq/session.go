@@ -3,8 +3,8 @@ package rabbitmq
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
