@@ -1,0 +1,51 @@
+package worker_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
+	_ "github.com/fila-go/fila/postgres"
+	_ "github.com/fila-go/fila/redis"
+)
+
+// The worker suite over the real drivers. Each opens its server by URL, as an
+// application would; servers come from testenv (FILA_TEST_* variables, else
+// containers, else the test skips). To add a driver, add a test like these
+// and import its package for its URL scheme.
+
+func TestWorkerPostgres(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.PostgresURL(t), map[string]string{"fila_migrate": "true"}))
+}
+
+func TestWorkerRedis(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.RedisURL(t), nil))
+}
+
+// urlOpener returns an open function for runWorkerTests that opens raw with
+// extra query parameters.
+func urlOpener(raw string, params map[string]string) func(t *testing.T) *fila.Client {
+	return func(t *testing.T) *fila.Client {
+		t.Helper()
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatalf("test URL: %v", err)
+		}
+		q := u.Query()
+		for k, v := range params {
+			q.Set(k, v)
+		}
+		u.RawQuery = q.Encode()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := fila.Open(ctx, u.String())
+		if err != nil {
+			t.Fatalf("open %s: %v", fila.Redact(u.String()), err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
