@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+)
+
+func TestEnqueueAndStats(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, url string) {
+		c := client(t, url)
+		q := unique("stats")
+		cleanupQueue(t, c, q)
+
+		id1 := strings.TrimSpace(ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "email.welcome", "--body", `{"user_id":1}`))
+		id2 := strings.TrimSpace(ok(t, "from stdin\n", "--url", url, "enqueue", "--queue", q, "--kind", "email.welcome",
+			"--header", "tenant=acme", "--header", "trace=a=b"))
+		ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "later", "--body", "x", "--delay", "3s")
+		if id1 == "" || id1 == id2 {
+			t.Fatalf("enqueue printed ids %q and %q", id1, id2)
+		}
+
+		// The messages arrive as given.
+		ctx := context.Background()
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]*fila.Delivery{}
+		for _, d := range ds {
+			got[d.ID] = d
+		}
+		for len(got) < 2 {
+			more, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range more {
+				got[d.ID] = d
+			}
+		}
+		if d := got[id1]; d == nil || string(d.Body) != `{"user_id":1}` || d.Kind != "email.welcome" {
+			t.Errorf("first message = %+v", d)
+		}
+		if d := got[id2]; d == nil || string(d.Body) != "from stdin\n" || d.Headers["tenant"] != "acme" || d.Headers["trace"] != "a=b" {
+			t.Errorf("second message = %+v", d)
+		}
+		// Give one back so the queue has one ready, one leased, one delayed.
+		if err := got[id2].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		out := ok(t, "", "--url", url, "stats", q)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "QUEUE") {
+			t.Fatalf("stats table:\n%s", out)
+		}
+		fields := strings.Fields(lines[1])
+		// QUEUE READY DELAYED LEASED DEAD OLDEST-READY DEAD-BY-KIND
+		if len(fields) != 7 || fields[0] != q || fields[1] != "1" || fields[2] != "1" || fields[3] != "1" || fields[4] != "0" || fields[5] == "-" || fields[6] != "-" {
+			t.Errorf("stats row = %q; want queue, 1 ready, 1 delayed, 1 leased, 0 dead, an age, no dead kinds", lines[1])
+		}
+
+		var js struct {
+			Queues []statsRow `json:"queues"`
+		}
+		if err := json.Unmarshal([]byte(ok(t, "", "--url", url, "stats", "--json", q)), &js); err != nil {
+			t.Fatal(err)
+		}
+		r := js.Queues[0]
+		if len(js.Queues) != 1 || r.Queue != q || r.Ready != 1 || r.Delayed != 1 || r.Leased != 1 || r.Dead != 0 || r.OldestReadyAt == nil || r.OldestReadyAgeSeconds < 0 {
+			t.Errorf("stats --json = %+v", js)
+		}
+		if err := got[id1].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// deadSetup enqueues three messages (kinds a, a, b) and dead-letters them
+// with reasons, returning their ids in that order.
+func deadSetup(t *testing.T, c *fila.Client, q string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	for i, m := range []fila.Message{
+		{Kind: "a", Body: []byte("body one"), Headers: map[string]string{"tenant": "acme"}},
+		{Kind: "a", Body: []byte{0xff, 0x00, 0x01}},
+		{Kind: "b", Body: []byte("body three")},
+	} {
+		id, err := c.Enqueue(ctx, q, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds[0].ID != id {
+			t.Fatalf("received %s, want %s", ds[0].ID, id)
+		}
+		if err := ds[0].Dead(ctx, "reason "+string(rune('1'+i))+"\nsecond line"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+func TestDeadListAndShow(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, url string) {
+		c := client(t, url)
+		q := unique("deadls")
+		cleanupQueue(t, c, q)
+		ids := deadSetup(t, c, q)
+
+		out := ok(t, "", "--url", url, "dead", "list", "-q", q)
+		for i, id := range ids {
+			if !regexp.MustCompile(regexp.QuoteMeta(id) + `\s+[ab]\s+1\s+\S+\s+\S+\s+reason ` + string(rune('1'+i)) + ` …`).MatchString(out) {
+				t.Errorf("dead list has no row for %s with attempts 1 and reason %d:\n%s", id, i+1, out)
+			}
+		}
+		if strings.Contains(out, "more:") {
+			t.Errorf("one page expected:\n%s", out)
+		}
+
+		// Filter by kind.
+		out = ok(t, "", "--url", url, "dead", "list", "-q", q, "--kind", "b")
+		if !strings.Contains(out, ids[2]) || strings.Contains(out, ids[0]) || strings.Contains(out, ids[1]) {
+			t.Errorf("dead list --kind b:\n%s", out)
+		}
+
+		// Paging.
+		out = ok(t, "", "--url", url, "dead", "list", "-q", q, "--limit", "2")
+		m := regexp.MustCompile(`more: --cursor (\S+)`).FindStringSubmatch(out)
+		if m == nil || !strings.Contains(out, ids[0]) || !strings.Contains(out, ids[1]) || strings.Contains(out, ids[2]) {
+			t.Fatalf("first page of 2:\n%s", out)
+		}
+		out = ok(t, "", "--url", url, "dead", "list", "-q", q, "--limit", "2", "--cursor", m[1])
+		if !strings.Contains(out, ids[2]) || strings.Contains(out, ids[0]) || strings.Contains(out, "more:") {
+			t.Errorf("second page:\n%s", out)
+		}
+
+		// JSON.
+		var page struct {
+			Letters []deadJSON `json:"letters"`
+			Next    string     `json:"next"`
+		}
+		if err := json.Unmarshal([]byte(ok(t, "", "--url", url, "dead", "list", "-q", q, "--json", "--kind", "a")), &page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Letters) != 2 || page.Letters[0].ID != ids[0] || page.Letters[0].Reason != "reason 1\nsecond line" ||
+			page.Letters[0].Attempts != 1 || page.Letters[0].DeadAt.IsZero() || page.Letters[0].Body != nil || page.Next != "" {
+			t.Errorf("dead list --json = %+v", page)
+		}
+
+		// Show with a text body, a binary body, raw and JSON.
+		out = ok(t, "", "--url", url, "dead", "show", "-q", q, ids[0])
+		for _, want := range []string{"id:", ids[0], "kind:", "attempts:", "tenant: acme", "reason:\n  reason 1\n  second line", "body (8 bytes):\nbody one\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("dead show lacks %q:\n%s", want, out)
+			}
+		}
+		out = ok(t, "", "--url", url, "dead", "show", "-q", q, ids[1])
+		if !strings.Contains(out, "body (3 bytes, not UTF-8; hex dump):\n00000000  ff 00 01") {
+			t.Errorf("dead show of a binary body:\n%s", out)
+		}
+		if out := ok(t, "", "--url", url, "dead", "show", "-q", q, "--raw", ids[1]); out != "\xff\x00\x01" {
+			t.Errorf("dead show --raw = %q", out)
+		}
+		var one deadJSON
+		if err := json.Unmarshal([]byte(ok(t, "", "--url", url, "dead", "show", "-q", q, "--json", ids[2])), &one); err != nil {
+			t.Fatal(err)
+		}
+		if one.ID != ids[2] || one.Kind != "b" || one.Body == nil || *one.Body != "body three" || one.Queue != q {
+			t.Errorf("dead show --json = %+v", one)
+		}
+
+		// Bad input.
+		fails(t, 1, "no dead letter 0190", "", "--url", url, "dead", "show", "-q", q, "0190aaaa-0000-7000-8000-000000000000")
+		fails(t, 2, "name one dead letter id", "", "--url", url, "dead", "show", "-q", q)
+		fails(t, 2, `required flag(s) "queue" not set`, "", "--url", url, "dead", "list")
+		fails(t, 2, "--limit 0 must be between 1 and 1000", "", "--url", url, "dead", "list", "-q", q, "--limit", "0")
+		fails(t, 2, "invalid argument", "", "--url", url, "dead", "list", "-q", "bad queue name!")
+	})
+}
+
+func TestDeadReplayAndPurge(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, url string) {
+		c := client(t, url)
+		q := unique("deadrp")
+		cleanupQueue(t, c, q)
+		ids := deadSetup(t, c, q)
+		ctx := context.Background()
+		stats := func() fila.Stats {
+			t.Helper()
+			s, err := c.QueueStats(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+
+		// Refusals: no selection, --all with a filter.
+		fails(t, 2, "say what to replay: --id ID (repeatable), --kind KIND or --all", "", "--url", url, "dead", "replay", "-q", q)
+		fails(t, 2, "say what to purge", "", "--url", url, "dead", "purge", "-q", q, "--yes")
+		fails(t, 2, "--all cannot be combined", "", "--url", url, "dead", "replay", "-q", q, "--all", "--kind", "a")
+		if s := stats(); s.Dead != 3 || s.Ready != 0 {
+			t.Fatalf("after refusals: %+v", s)
+		}
+
+		// Replay one by id.
+		out := ok(t, "", "--url", url, "dead", "replay", "-q", q, "--id", ids[0])
+		if !strings.Contains(out, "replayed 1 dead letter(s)") {
+			t.Errorf("replay --id: %q", out)
+		}
+		if s := stats(); s.Dead != 2 || s.Ready != 1 {
+			t.Errorf("after replaying one: %+v", s)
+		}
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds[0].ID != ids[0] || ds[0].Attempt != 1 || string(ds[0].Body) != "body one" {
+			t.Errorf("replayed delivery = %+v; want the first message with attempts reset", ds[0])
+		}
+		if err := ds[0].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// Purge kind b: answering no keeps it, yes deletes it.
+		r := fails(t, 1, "aborted; nothing purged", "n\n", "--url", url, "dead", "purge", "-q", q, "--kind", "b")
+		if !strings.Contains(r.stderr, `Delete the dead letters of kind "b"`) || !strings.Contains(r.stderr, "[y/N]") {
+			t.Errorf("purge prompt: %q", r.stderr)
+		}
+		fails(t, 1, "aborted", "", "--url", url, "dead", "purge", "-q", q, "--kind", "b") // end of input is no
+		if s := stats(); s.Dead != 2 {
+			t.Fatalf("after declined purges: %+v", s)
+		}
+		out = ok(t, "y\n", "--url", url, "dead", "purge", "-q", q, "--kind", "b")
+		if !strings.Contains(out, "purged 1 dead letter(s)") {
+			t.Errorf("purge --kind b: %q", out)
+		}
+
+		// Replay --all moves what is left (the second message, kind a).
+		out = ok(t, "", "--url", url, "dead", "replay", "-q", q, "--all")
+		if !strings.Contains(out, "replayed 1 dead letter(s)") {
+			t.Errorf("replay --all: %q", out)
+		}
+		ds, err = c.Receive(ctx, q, fila.ReceiveParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ds[0].Dead(ctx, "again"); err != nil {
+			t.Fatal(err)
+		}
+		out = ok(t, "", "--url", url, "dead", "purge", "-q", q, "--all", "--yes")
+		if !strings.Contains(out, "purged 1 dead letter(s)") {
+			t.Errorf("purge --all --yes: %q", out)
+		}
+		if s := stats(); s.Dead != 0 || s.Ready != 0 {
+			t.Errorf("at the end: %+v", s)
+		}
+		// Replaying nothing is not an error.
+		if out := ok(t, "", "--url", url, "dead", "replay", "-q", q, "--kind", "a"); !strings.Contains(out, "replayed 0") {
+			t.Errorf("replay of nothing: %q", out)
+		}
+	})
+}
+
+func TestEnqueueBadInput(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, url string) {
+		c := client(t, url)
+		q := unique("enqbad")
+		cleanupQueue(t, c, q)
+		fails(t, 2, `required flag(s) "kind" not set`, "", "--url", url, "enqueue", "-q", q, "--body", "x")
+		fails(t, 2, `--header "novalue" must be KEY=VALUE`, "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--header", "novalue")
+		fails(t, 2, "--run-at", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--run-at", "tomorrow")
+		fails(t, 2, "invalid argument", "", "--url", url, "enqueue", "-q", "no spaces allowed", "-k", "k", "--body", "x")
+		fails(t, 2, "invalid argument", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--delay", "-1s")
+		fails(t, 2, "too large", strings.Repeat("x", fila.DefaultMaxBodyBytes+1), "--url", url, "enqueue", "-q", q, "-k", "k")
+		fails(t, 2, "takes no arguments", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "extra")
+		fails(t, 2, "unknown flag: --bogus", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--bogus")
+
+		// A taken dedup key exits 5 and prints the holder's id.
+		id := strings.TrimSpace(ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--dedup-key", "once"))
+		r := fails(t, 5, `dedup key "once" is held by pending message`, "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "y", "--dedup-key", "once")
+		if strings.TrimSpace(r.stdout) != id {
+			t.Errorf("duplicate enqueue printed %q; want the holder %s", r.stdout, id)
+		}
+		if s, err := c.QueueStats(context.Background(), q); err != nil || s.Ready != 1 {
+			t.Errorf("after the duplicate: %+v, %v", s, err)
+		}
+	})
+}
+
+func TestStatsWatch(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, url string) {
+		q := unique("watch")
+		for _, terminal := range []bool{false, true} {
+			ctx, cancel := context.WithCancel(context.Background())
+			var out syncBuffer
+			done := make(chan int)
+			go func() {
+				done <- run(ctx, []string{"--url", url, "stats", "--watch=20ms", q}, env{
+					stdout: &out, stderr: &out,
+					isTerminal: func(any) bool { return terminal },
+				})
+			}()
+			waitFor(t, "three refreshes", func() bool { return strings.Count(out.String(), "QUEUE") >= 3 })
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("watch exited %d: %s", code, out.String())
+			}
+			s := out.String()
+			if terminal != strings.Contains(s, "\x1b[2K") || terminal != strings.Contains(s, "\x1b[3A\r") {
+				t.Errorf("terminal=%v: ANSI redraw codes present=%v in %q", terminal, strings.Contains(s, "\x1b["), s)
+			}
+			if !strings.Contains(s, q+"  0") || !strings.Contains(s, "every 20ms") {
+				t.Errorf("watch output: %q", s)
+			}
+		}
+
+		// --json --watch prints one JSON document per refresh.
+		ctx, cancel := context.WithCancel(context.Background())
+		var out syncBuffer
+		done := make(chan int)
+		go func() {
+			done <- run(ctx, []string{"--url", url, "stats", "--json", "--watch=20ms", q}, env{stdout: &out, stderr: &out})
+		}()
+		waitFor(t, "two JSON refreshes", func() bool { return strings.Count(out.String(), "\n") >= 2 })
+		cancel()
+		<-done
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var v struct {
+				At     time.Time  `json:"at"`
+				Queues []statsRow `json:"queues"`
+			}
+			if err := json.Unmarshal([]byte(line), &v); err != nil || len(v.Queues) != 1 || v.At.IsZero() {
+				t.Errorf("watch --json line %q: %v", line, err)
+			}
+		}
+	})
+}

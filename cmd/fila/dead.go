@@ -1,0 +1,419 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fila-go/fila"
+)
+
+// maxReasonColumn bounds the reason printed by dead list (its first line).
+const maxReasonColumn = 72
+
+func newDeadCmd(a *app) *cobra.Command {
+	var queue string
+	cmd := &cobra.Command{
+		Use:   "dead",
+		Short: "Inspect, replay and purge a queue's dead letters",
+		Long: `Inspect, replay and purge the dead letters of a queue: messages that failed
+permanently or ran out of attempts, kept with their reason and attempt count.`,
+	}
+	cmd.PersistentFlags().StringVarP(&queue, "queue", "q", "", "queue whose dead letters to handle (required)")
+	_ = cmd.MarkPersistentFlagRequired("queue")
+	cmd.AddCommand(newDeadListCmd(a, &queue), newDeadShowCmd(a, &queue),
+		newDeadReplayCmd(a, &queue), newDeadPurgeCmd(a, &queue))
+	return cmd
+}
+
+func newDeadListCmd(a *app, queue *string) *cobra.Command {
+	var (
+		p      fila.DeadListParams
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List dead letters, oldest first, a page at a time",
+		Example: `  fila dead list -q emails
+  fila dead list -q emails --kind email.welcome --limit 20
+  fila dead list -q emails --cursor <cursor printed by the previous page>`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if p.Limit < 1 || p.Limit > fila.MaxReceive {
+				return usagef("--limit %d must be between 1 and %d", p.Limit, fila.MaxReceive)
+			}
+			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
+				page, err := c.DeadList(ctx, *queue, p)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					out := struct {
+						Letters []deadJSON `json:"letters"`
+						Next    string     `json:"next,omitempty"`
+					}{Letters: make([]deadJSON, 0, len(page.Letters)), Next: page.Next}
+					for i := range page.Letters {
+						out.Letters = append(out.Letters, toDeadJSON(&page.Letters[i], false))
+					}
+					return writeJSONLine(a.stdout, out)
+				}
+				return writeDeadTable(a.stdout, *queue, page)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&p.Kind, "kind", "", "only dead letters of this kind")
+	cmd.Flags().IntVar(&p.Limit, "limit", 50, "page size")
+	cmd.Flags().StringVar(&p.Cursor, "cursor", "", "continue from the cursor printed by the previous page")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+func writeDeadTable(w io.Writer, queue string, page fila.DeadPage) error {
+	if len(page.Letters) == 0 {
+		_, err := fmt.Fprintf(w, "no dead letters in queue %q\n", queue)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tATTEMPTS\tENQUEUED\tDEAD AT\tREASON")
+	for _, l := range page.Letters {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", l.ID, l.Kind, l.Attempts,
+			formatTime(l.EnqueuedAt), formatTime(l.DeadAt), shortReason(l.Reason))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.Next != "" {
+		_, err := fmt.Fprintf(w, "more: --cursor %s\n", page.Next)
+		return err
+	}
+	return nil
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// shortReason is a reason's first line, cut to fit a table column.
+func shortReason(r string) string {
+	line, _, more := strings.Cut(r, "\n")
+	if utf8.RuneCountInString(line) > maxReasonColumn {
+		rs := []rune(line)
+		return string(rs[:maxReasonColumn-1]) + "…"
+	}
+	if more {
+		return line + " …"
+	}
+	return line
+}
+
+// deadJSON is a dead letter as printed with --json.
+type deadJSON struct {
+	ID          string            `json:"id"`
+	Queue       string            `json:"queue"`
+	Kind        string            `json:"kind"`
+	Attempts    int               `json:"attempts"`
+	MaxAttempts int               `json:"max_attempts,omitempty"`
+	Reason      string            `json:"reason"`
+	EnqueuedAt  time.Time         `json:"enqueued_at"`
+	DeadAt      time.Time         `json:"dead_at"`
+	DedupKey    string            `json:"dedup_key,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	// Body is the body as text when it is valid UTF-8; BodyBase64 holds it
+	// otherwise.
+	Body       *string `json:"body,omitempty"`
+	BodyBase64 string  `json:"body_base64,omitempty"`
+}
+
+func toDeadJSON(l *fila.DeadLetter, withBody bool) deadJSON {
+	j := deadJSON{ID: l.ID, Queue: l.Queue, Kind: l.Kind, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts,
+		Reason: l.Reason, EnqueuedAt: l.EnqueuedAt.UTC(), DeadAt: l.DeadAt.UTC(), DedupKey: l.DedupKey, Headers: l.Headers}
+	if withBody {
+		if utf8.Valid(l.Body) {
+			s := string(l.Body)
+			j.Body = &s
+		} else {
+			j.BodyBase64 = base64.StdEncoding.EncodeToString(l.Body)
+		}
+	}
+	return j
+}
+
+func newDeadShowCmd(a *app, queue *string) *cobra.Command {
+	var asJSON, raw bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one dead letter with its reason, headers and body",
+		Long: `Show one dead letter with its reason, headers and body. A body that is not
+UTF-8 text is shown as a hex dump; --raw writes the body bytes alone (for
+piping into other tools). The dead letter is found by paging through the
+queue's dead letters.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("name one dead letter id (fila dead show -q QUEUE ID)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON && raw {
+				return usagef("--json and --raw cannot be combined")
+			}
+			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
+				l, err := findDead(ctx, c, *queue, args[0])
+				if err != nil {
+					return err
+				}
+				switch {
+				case raw:
+					_, err = a.stdout.Write(l.Body)
+					return err
+				case asJSON:
+					return writeJSONLine(a.stdout, toDeadJSON(l, true))
+				default:
+					return writeDeadLetter(a.stdout, l)
+				}
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&raw, "raw", false, "write only the body's bytes")
+	return cmd
+}
+
+// findDead pages through queue's dead letters until it finds id.
+func findDead(ctx context.Context, c *fila.Client, queue, id string) (*fila.DeadLetter, error) {
+	p := fila.DeadListParams{Limit: fila.MaxReceive}
+	for {
+		page, err := c.DeadList(ctx, queue, p)
+		if err != nil {
+			return nil, err
+		}
+		for i := range page.Letters {
+			if page.Letters[i].ID == id {
+				return &page.Letters[i], nil
+			}
+		}
+		if page.Next == "" {
+			return nil, &exitErr{code: exitError, err: fmt.Errorf("no dead letter %s in queue %q", id, queue)}
+		}
+		p.Cursor = page.Next
+	}
+}
+
+func writeDeadLetter(w io.Writer, l *fila.DeadLetter) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "id:\t%s\n", l.ID)
+	fmt.Fprintf(tw, "queue:\t%s\n", l.Queue)
+	fmt.Fprintf(tw, "kind:\t%s\n", l.Kind)
+	fmt.Fprintf(tw, "attempts:\t%d\n", l.Attempts)
+	if l.MaxAttempts > 0 {
+		fmt.Fprintf(tw, "max attempts:\t%d\n", l.MaxAttempts)
+	}
+	fmt.Fprintf(tw, "enqueued at:\t%s\n", formatTime(l.EnqueuedAt))
+	fmt.Fprintf(tw, "dead at:\t%s\n", formatTime(l.DeadAt))
+	if l.DedupKey != "" {
+		fmt.Fprintf(tw, "dedup key:\t%s\n", l.DedupKey)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(l.Headers) > 0 {
+		fmt.Fprintln(w, "headers:")
+		keys := make([]string, 0, len(l.Headers))
+		for k := range l.Headers {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %s: %s\n", k, l.Headers[k])
+		}
+	}
+	fmt.Fprintln(w, "reason:")
+	for _, line := range strings.Split(l.Reason, "\n") {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	if utf8.Valid(l.Body) {
+		fmt.Fprintf(w, "body (%d bytes):\n", len(l.Body))
+		body := string(l.Body)
+		if body != "" && !strings.HasSuffix(body, "\n") {
+			body += "\n"
+		}
+		_, err := io.WriteString(w, body)
+		return err
+	}
+	fmt.Fprintf(w, "body (%d bytes, not UTF-8; hex dump):\n", len(l.Body))
+	_, err := io.WriteString(w, hex.Dump(l.Body))
+	return err
+}
+
+// selection are the flags that pick the dead letters to replay or purge.
+type selection struct {
+	ids  []string
+	kind string
+	all  bool
+}
+
+func (s *selection) register(cmd *cobra.Command, verb string) {
+	cmd.Flags().StringArrayVar(&s.ids, "id", nil, "dead letter id to "+verb+" (repeatable)")
+	cmd.Flags().StringVar(&s.kind, "kind", "", verb+" the dead letters of this kind")
+	cmd.Flags().BoolVar(&s.all, "all", false, verb+" every dead letter of the queue")
+}
+
+// filter checks the selection and returns its filter and a description.
+// Without --id, --kind or --all nothing is selected, which is refused rather
+// than read as "all".
+func (s *selection) filter(verb string) (fila.DeadFilter, string, error) {
+	switch {
+	case s.all && (len(s.ids) > 0 || s.kind != ""):
+		return fila.DeadFilter{}, "", usagef("--all cannot be combined with --id or --kind")
+	case s.all:
+		return fila.DeadFilter{}, "all dead letters", nil
+	case len(s.ids) == 0 && s.kind == "":
+		return fila.DeadFilter{}, "", usagef("say what to %s: --id ID (repeatable), --kind KIND or --all", verb)
+	}
+	f := fila.DeadFilter{Kind: s.kind}
+	var desc []string
+	if len(s.ids) > 0 {
+		for _, id := range s.ids {
+			if id == "" {
+				return fila.DeadFilter{}, "", usagef("--id is empty")
+			}
+		}
+		f.IDs = s.ids
+		desc = append(desc, fmt.Sprintf("%d dead letter(s) by id", len(s.ids)))
+	}
+	if s.kind != "" {
+		if len(desc) == 0 {
+			desc = append(desc, "the dead letters")
+		}
+		desc = append(desc, fmt.Sprintf("of kind %q", s.kind))
+	}
+	return f, strings.Join(desc, " "), nil
+}
+
+func newDeadReplayCmd(a *app, queue *string) *cobra.Command {
+	var s selection
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Move dead letters back to ready (attempts reset) and print how many moved",
+		Example: `  fila dead replay -q emails --id 0190a3c4-...
+  fila dead replay -q emails --kind email.welcome
+  fila dead replay -q emails --all`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, desc, err := s.filter("replay")
+			if err != nil {
+				return err
+			}
+			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
+				n, err := c.DeadReplay(ctx, *queue, f)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(a.stdout, "replayed %d dead letter(s) of queue %q (%s)\n", n, *queue, desc)
+				return err
+			})
+		},
+	}
+	s.register(cmd, "replay")
+	return cmd
+}
+
+func newDeadPurgeCmd(a *app, queue *string) *cobra.Command {
+	var (
+		s   selection
+		yes bool
+	)
+	cmd := &cobra.Command{
+		Use:   "purge",
+		Short: "Delete dead letters for good, after a confirmation prompt",
+		Long: `Delete the selected dead letters for good. The command asks for confirmation
+on standard input; --yes skips the question (for scripts).`,
+		Example: `  fila dead purge -q emails --kind email.welcome
+  fila dead purge -q emails --all --yes`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, desc, err := s.filter("purge")
+			if err != nil {
+				return err
+			}
+			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
+				if !yes {
+					ok, err := a.confirm(fmt.Sprintf("Delete %s%s of queue %q for good?", desc, countHint(ctx, c, *queue, f), *queue))
+					if err != nil {
+						return err
+					}
+					if !ok {
+						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing purged")}
+					}
+				}
+				n, err := c.DeadPurge(ctx, *queue, f)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(a.stdout, "purged %d dead letter(s) of queue %q (%s)\n", n, *queue, desc)
+				return err
+			})
+		},
+	}
+	s.register(cmd, "purge")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+// countHint tells how many dead letters a kind or --all selection holds,
+// from the queue's stats, when the driver can count them.
+func countHint(ctx context.Context, c *fila.Client, queue string, f fila.DeadFilter) string {
+	if len(f.IDs) > 0 {
+		return ""
+	}
+	st, err := c.QueueStats(ctx, queue)
+	if err != nil {
+		return ""
+	}
+	if f.Kind == "" {
+		return fmt.Sprintf(" (%d now)", st.Dead)
+	}
+	if st.DeadByKind == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%d now)", st.DeadByKind[f.Kind])
+}
+
+// confirm asks question on stderr and reads a y/N answer from stdin; only
+// "y" or "yes" confirm. End of input is a no.
+func (a *app) confirm(question string) (bool, error) {
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return false, err
+	}
+	if err == io.EOF && line == "" {
+		fmt.Fprintln(a.stderr)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+// noArgs refuses positional arguments with a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args)
+	}
+	return nil
+}

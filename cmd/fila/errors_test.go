@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/testenv"
+	"github.com/fila-go/fila/memory"
+)
+
+// bareDriver hides every optional capability of the driver it wraps, to
+// test the missing-capability errors.
+type bareDriver struct{ backend.Driver }
+
+func (bareDriver) DriverName() string { return "bare" }
+
+func init() {
+	fila.Register("clitest-bare", func(_ context.Context, u *url.URL) (backend.Driver, error) {
+		return bareDriver{memory.Named("bare" + u.Host).Open()}, nil
+	})
+}
+
+func TestUsageErrors(t *testing.T) {
+	fails(t, 2, "no broker URL: pass --url or set FILA_URL", "", "stats", "q")
+	fails(t, 2, "name at least one queue", "", "--url", "mem://", "stats")
+	fails(t, 2, `unknown command "bogus"`, "", "--url", "mem://", "bogus")
+	fails(t, 2, "unknown flag", "", "--url", "mem://", "stats", "--bogus", "q")
+	fails(t, 2, "invalid argument", "", "--url", "mem://", "stats", "not a queue")
+	fails(t, 2, "--json and --raw", "", "--url", "mem://", "dead", "show", "-q", "q", "--json", "--raw", "id")
+	if r := cli(t, "", "--help"); r.code != 0 || !strings.Contains(r.stdout, "Exit codes") {
+		t.Errorf("--help: %+v", r)
+	}
+}
+
+func TestBadURL(t *testing.T) {
+	fails(t, 2, `no driver registered for scheme "nats"`, "", "--url", "nats://localhost", "stats", "q")
+	fails(t, 2, "has no scheme", "", "--url", "localhost", "stats", "q")
+	fails(t, 2, "unknown URL parameter", "", "--url", "mem://?bogus=1", "stats", "q")
+	fails(t, 2, "fila_bogus", "", "--url", "postgres://localhost/db?fila_bogus=1", "stats", "q")
+	// schema up explains a bad URL the same way.
+	fails(t, 2, `no driver registered for scheme "nats"`, "", "--url", "nats://localhost", "schema", "up")
+}
+
+func TestURLFromEnvironment(t *testing.T) {
+	q := unique("envurl")
+	var out, errb syncBuffer
+	code := run(context.Background(), []string{"enqueue", "-q", q, "-k", "k", "--body", "x"}, env{
+		stdout: &out, stderr: &errb,
+		getenv: func(k string) string {
+			if k == "FILA_URL" {
+				return "mem://envurl"
+			}
+			return ""
+		},
+	})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if s := ok(t, "", "--url", "mem://envurl", "stats", q); !strings.Contains(s, q+"  1") {
+		t.Errorf("the message did not reach mem://envurl:\n%s", s)
+	}
+}
+
+func TestUnreachableBroker(t *testing.T) {
+	for _, u := range []string{
+		"postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2",
+		"redis://127.0.0.1:1/0",
+	} {
+		start := time.Now()
+		r := fails(t, 3, "broker at "+strings.Split(u, "?")[0], "", "--url", u, "--connect-timeout", "3s", "stats", "q")
+		if time.Since(start) > 10*time.Second {
+			t.Errorf("%s: took %v", u, time.Since(start))
+		}
+		_ = r
+	}
+	// The password never shows in the error.
+	r := cli(t, "", "--url", "postgres://u:s3cret@127.0.0.1:1/test?sslmode=disable", "stats", "q")
+	if r.code != 3 || strings.Contains(r.stderr, "s3cret") {
+		t.Errorf("exit %d, stderr %q; want 3 without the password", r.code, r.stderr)
+	}
+}
+
+func TestMissingCapability(t *testing.T) {
+	u := "clitest-bare://" + unique("caps")
+	fails(t, 4, "the bare driver does not support queue stats", "", "--url", u, "stats", "q")
+	fails(t, 4, "the bare driver does not support dead-letter management", "", "--url", u, "dead", "list", "-q", "q")
+	fails(t, 4, "the bare driver does not support dead-letter management", "", "--url", u, "dead", "replay", "-q", "q", "--all")
+	fails(t, 4, "does not support dead-letter management", "y\n", "--url", u, "dead", "purge", "-q", "q", "--all")
+	fails(t, 4, "does not support", "", "--url", u, "enqueue", "-q", "q", "-k", "k", "--body", "x", "--dedup-key", "d")
+	// What the driver can do still works.
+	ok(t, "", "--url", u, "enqueue", "-q", "q", "-k", "k", "--body", "x")
+}
+
+func TestSchemaUp(t *testing.T) {
+	if out := ok(t, "", "--url", "mem://", "schema", "up"); !strings.Contains(out, "mem: no schema to migrate") {
+		t.Errorf("schema up on mem://: %q", out)
+	}
+	t.Run("postgres", func(t *testing.T) {
+		base := testenv.PostgresURL(t)
+		schema := unique("cli")
+		u := withParam(base, "fila_schema", schema)
+		ctx := context.Background()
+		t.Cleanup(func() {
+			conn, err := pgx.Connect(ctx, base)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+				t.Error(err)
+			}
+		})
+		// Before: the schema is missing; commands say what to do.
+		fails(t, 2, "is at version 0", "", "--url", u, "stats", "q")
+		for range 2 { // the second run changes nothing
+			out := ok(t, "", "--url", u, "schema", "up")
+			if !regexp.MustCompile(`postgres: schema "`+schema+`" is at version [1-9]`).MatchString(out) {
+				t.Errorf("schema up: %q", out)
+			}
+		}
+		if out := ok(t, "", "--url", u, "stats", "q"); !regexp.MustCompile(`\nq\s+0\s+0`).MatchString(out) {
+			t.Errorf("stats after schema up: %q", out)
+		}
+		fails(t, 3, "cannot reach the broker", "", "--url", "postgres://postgres@127.0.0.1:1/test?sslmode=disable", "schema", "up")
+	})
+	t.Run("redis", func(t *testing.T) {
+		u := testenv.RedisURL(t)
+		if out := ok(t, "", "--url", u, "schema", "up"); !strings.Contains(out, "redis: no schema to migrate") {
+			t.Errorf("schema up on redis: %q", out)
+		}
+	})
+}
+
+// TestBinary builds the command and runs it as a process, for the exit code
+// and the FILA_URL variable of a real run.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "fila")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "stats", "--json", "jobs")
+	cmd.Env = append(os.Environ(), "FILA_URL=mem://")
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), `"queue":"jobs","ready":0`) {
+		t.Errorf("fila stats: %v\n%s", err, out)
+	}
+	cmd = exec.Command(bin, "--url", "nats://x", "stats", "jobs")
+	out, err = cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "fila: ") {
+		t.Errorf("bad URL: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fila-go/fila"
+)
+
+// defaultWatch is the refresh interval of a bare --watch.
+const defaultWatch = 2 * time.Second
+
+type statsFlags struct {
+	json  bool
+	watch time.Duration
+}
+
+func newStatsCmd(a *app) *cobra.Command {
+	var f statsFlags
+	cmd := &cobra.Command{
+		Use:   "stats QUEUE...",
+		Short: "Show ready, delayed, leased and dead counts and the oldest ready age of queues",
+		Long: `Show each queue's ready, delayed, leased and dead message counts and the age of
+its oldest ready message (how long the head of the queue has waited: the first
+number to watch). Counts are exact on a quiescent queue.
+
+--watch refreshes every 2s (or --watch=10s); on a terminal the table is
+redrawn in place, otherwise each refresh is printed after the last (one JSON
+document per line with --json). Stop with Ctrl-C.`,
+		Example: `  fila stats emails reports
+  fila stats --json emails
+  fila stats --watch=5s emails`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("name at least one queue (fila stats QUEUE...)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, queues []string) error {
+			for _, q := range queues {
+				if err := fila.ValidateQueueName(q); err != nil {
+					return err
+				}
+			}
+			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
+				if f.watch > 0 {
+					return a.watchStats(ctx, c, queues, f)
+				}
+				rows, err := collectStats(ctx, c, queues)
+				if err != nil {
+					return err
+				}
+				return writeStats(a.stdout, rows, f.json, time.Now())
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON instead of a table")
+	cmd.Flags().DurationVar(&f.watch, "watch", 0, "refresh every interval until interrupted (bare --watch: 2s)")
+	cmd.Flags().Lookup("watch").NoOptDefVal = defaultWatch.String()
+	return cmd
+}
+
+// statsRow is one queue's stats as printed.
+type statsRow struct {
+	Queue   string `json:"queue"`
+	Ready   int64  `json:"ready"`
+	Delayed int64  `json:"delayed"`
+	Leased  int64  `json:"leased"`
+	Dead    int64  `json:"dead"`
+	// OldestReadyAt is when the oldest ready message became ready; nil when
+	// none is ready.
+	OldestReadyAt *time.Time `json:"oldest_ready_at"`
+	// OldestReadyAgeSeconds is the age of the oldest ready message at the
+	// time the stats were read; 0 when none is ready.
+	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
+	// DeadByKind counts dead letters per kind, when the driver can tell.
+	DeadByKind map[string]int64 `json:"dead_by_kind,omitempty"`
+	age        time.Duration
+}
+
+func collectStats(ctx context.Context, c *fila.Client, queues []string) ([]statsRow, error) {
+	rows := make([]statsRow, 0, len(queues))
+	for _, q := range queues {
+		s, err := c.QueueStats(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("stats of queue %q: %w", q, err)
+		}
+		now := time.Now()
+		r := statsRow{Queue: q, Ready: s.Ready, Delayed: s.Delayed, Leased: s.Leased, Dead: s.Dead, DeadByKind: s.DeadByKind}
+		if !s.OldestReadyAt.IsZero() {
+			t := s.OldestReadyAt.UTC()
+			r.OldestReadyAt = &t
+			r.age = s.OldestReadyAge(now)
+			r.OldestReadyAgeSeconds = r.age.Seconds()
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func writeStats(w io.Writer, rows []statsRow, asJSON bool, at time.Time) error {
+	if asJSON {
+		return writeJSONLine(w, struct {
+			At     time.Time  `json:"at"`
+			Queues []statsRow `json:"queues"`
+		}{at.UTC(), rows})
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tREADY\tDELAYED\tLEASED\tDEAD\tOLDEST READY\tDEAD BY KIND\t")
+	for _, r := range rows {
+		age := "-"
+		if r.OldestReadyAt != nil {
+			age = formatAge(r.age)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Queue, r.Ready, r.Delayed, r.Leased, r.Dead, age, formatKinds(r.DeadByKind))
+	}
+	return tw.Flush()
+}
+
+// formatAge prints an age with a precision that fits its size.
+func formatAge(d time.Duration) string {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Millisecond).String()
+	}
+}
+
+// formatKinds prints dead counts per kind, largest first.
+func formatKinds(m map[string]int64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	kinds := make([]string, 0, len(m))
+	for k := range m {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if m[kinds[i]] != m[kinds[j]] {
+			return m[kinds[i]] > m[kinds[j]]
+		}
+		return kinds[i] < kinds[j]
+	})
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// watchStats prints the stats every f.watch until ctx ends. On a terminal
+// (and without --json) each refresh redraws the previous one in place;
+// otherwise refreshes are appended. A failed refresh is shown and the watch
+// goes on.
+func (a *app) watchStats(ctx context.Context, c *fila.Client, queues []string, f statsFlags) error {
+	inPlace := !f.json && a.isTerminal(a.stdout)
+	prevLines := 0
+	t := time.NewTicker(f.watch)
+	defer t.Stop()
+	for {
+		var buf bytes.Buffer
+		now := time.Now()
+		rows, err := collectStats(ctx, c, queues)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err != nil && f.json:
+			_ = writeJSONLine(&buf, map[string]any{"at": now.UTC(), "error": err.Error()})
+		case err != nil:
+			fmt.Fprintf(&buf, "%s  error: %v\n", now.Format(time.TimeOnly), err)
+		case f.json:
+			_ = writeStats(&buf, rows, true, now)
+		default:
+			fmt.Fprintf(&buf, "%s  every %v (Ctrl-C to stop)\n", now.Format(time.TimeOnly), f.watch)
+			_ = writeStats(&buf, rows, false, now)
+		}
+		if inPlace {
+			prevLines = redraw(a.stdout, prevLines, buf.String())
+		} else {
+			if prevLines > 0 && !f.json {
+				fmt.Fprintln(a.stdout)
+			}
+			_, _ = io.Copy(a.stdout, &buf)
+			prevLines++
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// ANSI control sequences used to redraw in place.
+const (
+	ansiClearLine  = "\x1b[2K"
+	ansiClearBelow = "\x1b[J"
+)
+
+// redraw moves the cursor up over the prevLines lines printed last, writes
+// frame over them line by line (clearing each) and clears what is left
+// below. It returns the number of lines of frame.
+func redraw(w io.Writer, prevLines int, frame string) int {
+	var b strings.Builder
+	if prevLines > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA\r", prevLines)
+	}
+	lines := strings.Split(strings.TrimSuffix(frame, "\n"), "\n")
+	for _, l := range lines {
+		b.WriteString(ansiClearLine)
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	b.WriteString(ansiClearBelow)
+	_, _ = io.WriteString(w, b.String())
+	return len(lines)
+}
