@@ -126,7 +126,7 @@ func TestSchemaUp(t *testing.T) {
 		fails(t, 2, "is at version 0", "", "--url", u, "stats", "q")
 		for range 2 { // the second run changes nothing
 			out := ok(t, "", "--url", u, "schema", "up")
-			if !regexp.MustCompile(`postgres: schema "`+schema+`" is at version [1-9]`).MatchString(out) {
+			if !regexp.MustCompile(`postgres: schema "` + schema + `" is at version [1-9]`).MatchString(out) {
 				t.Errorf("schema up: %q", out)
 			}
 		}

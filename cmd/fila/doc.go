@@ -1,0 +1,62 @@
+// Command fila operates Fila queues on any supported broker: queue stats,
+// dead-letter inspection, replay and purge, enqueueing from scripts, and
+// schema migrations.
+//
+// Install it with
+//
+//	go install github.com/fila-go/fila/cmd/fila@latest
+//
+// The broker URL comes from --url or the FILA_URL environment variable
+// (postgres://, redis://, amqp://, mongodb://, mem://); passwords are never
+// printed. Before any command the broker is pinged, within --connect-timeout
+// (default 5s).
+//
+//	fila stats QUEUE...                 ready, delayed, leased, dead, oldest-ready age
+//	fila stats --json QUEUE...          the same as JSON
+//	fila stats --watch[=2s] QUEUE...    refresh until Ctrl-C (in place on a terminal)
+//	fila dead list -q QUEUE [--kind K] [--limit N] [--cursor C] [--json]
+//	fila dead show -q QUEUE ID [--json | --raw]
+//	fila dead replay -q QUEUE (--id ID... | --kind K | --all)
+//	fila dead purge -q QUEUE (--id ID... | --kind K | --all) [--yes]
+//	fila enqueue -q QUEUE -k KIND [--body S | <stdin] [--header K=V]... [--delay D]
+//	             [--run-at T] [--dedup-key K] [--max-attempts N]
+//	fila schema up
+//
+// Replay and purge refuse to run without a selection (--id, --kind or
+// --all), so a forgotten flag never means "everything". Purge asks for a
+// y/N confirmation on standard input (end of input is no); --yes skips it.
+// Replay resets attempts and drops dedup keys. Dead show finds the letter by
+// paging through the queue's dead letters (there is no lookup by id in the
+// driver contract).
+//
+// fila stats needs queue names: the driver contract has no way to list a
+// broker's queues.
+//
+// # Exit codes
+//
+//	0  success
+//	1  the operation failed (broker error, dead letter not found, purge declined)
+//	2  usage error or invalid input: unknown command or flag, missing flag,
+//	   bad URL or URL parameter, invalid queue name, kind, header or delay,
+//	   body too large, PostgreSQL schema not migrated (run fila schema up)
+//	3  the broker cannot be reached (open or ping failed, or timed out)
+//	4  the broker's driver lacks the capability (stats, dead-letter
+//	   management, dedup keys); the message names the driver
+//	5  enqueue with a dedup key held by a pending message; the holder's id
+//	   is printed on standard output
+//
+// # Why cobra
+//
+// The command line is parsed by github.com/spf13/cobra (with pflag): it is
+// the most widely used Go CLI library (kubectl, gh, docker, hugo), so its
+// conventions are the ones operators already know; it gives a nested command
+// tree (fila dead replay) with per-command help and examples, POSIX flags
+// with repeatable values (--id, --header), required-flag checks, flags
+// with an optional value (--watch or --watch=5s) and shell completion, and
+// its API has been stable at v1 for years. urfave/cli v3 would do too; cobra
+// won on familiarity and the subcommand-tree model.
+//
+// Commands are built by run, which takes its arguments, standard streams and
+// environment as values, so the tests run every command in-process against
+// real brokers.
+package main
