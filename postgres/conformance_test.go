@@ -15,9 +15,26 @@ import (
 // driver instance with its own pool and LISTEN connection, all in one fresh
 // schema.
 func TestConformance(t *testing.T) {
+	runConformance(t, nil)
+}
+
+// TestConformanceNoListen runs the suite with LISTEN off, as behind
+// PgBouncer in transaction mode: blocked receives poll.
+func TestConformanceNoListen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: the LISTEN variant covers the contract")
+	}
+	runConformance(t, map[string]string{"fila_listen": "false", "fila_poll_interval": "200ms"})
+}
+
+func runConformance(t *testing.T, params map[string]string) {
 	pool := testPool(t)
 	schema := migratedSchema(t, pool)
-	raw := driverURL(t, map[string]string{"fila_schema": schema, "pool_max_conns": "4"})
+	all := map[string]string{"fila_schema": schema, "pool_max_conns": "2"}
+	for k, v := range params {
+		all[k] = v
+	}
+	raw := driverURL(t, all)
 	conformance.Run(t, conformance.Harness{
 		Open: func(ctx context.Context) (backend.Driver, error) {
 			u, err := url.Parse(raw)

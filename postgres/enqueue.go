@@ -210,7 +210,7 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 	var missing []string
 	for i := range msgs {
 		m := &msgs[i]
-		if inserted[m.ID] {
+		if inserted[lower(m.ID)] {
 			res[i].ID = m.ID
 			if m.DedupKey != "" {
 				byKey[m.DedupKey] = m.ID
@@ -219,7 +219,7 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 	}
 	for i := range msgs {
 		m := &msgs[i]
-		if inserted[m.ID] {
+		if inserted[lower(m.ID)] {
 			continue
 		}
 		res[i].Duplicate = true
