@@ -8,7 +8,9 @@ import (
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/internal/testenv"
+	_ "github.com/fila-go/fila/mongo"
 	_ "github.com/fila-go/fila/postgres"
+	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
 )
 
@@ -48,4 +50,12 @@ func urlOpener(raw string, params map[string]string) func(t *testing.T) *fila.Cl
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
+}
+
+func TestWorkerRabbitMQ(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.RabbitMQURL(t), nil))
+}
+
+func TestWorkerMongo(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.MongoURL(t), nil))
 }

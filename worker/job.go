@@ -112,7 +112,12 @@ func (w *Worker) logEnd(log *slog.Logger, ev JobEvent) {
 	case OutcomeAck:
 		log.Debug("fila worker: job done", dur)
 	case OutcomeRetry:
-		log.Warn("fila worker: job failed; retrying", dur, slog.Any("error", ev.Err), slog.Duration("retry_in", ev.RetryDelay))
+		attrs := []any{dur, slog.Any("error", ev.Err), slog.Duration("retry_in", ev.RetryDelay)}
+		var pe *PanicError
+		if errors.As(ev.Err, &pe) {
+			attrs = append(attrs, slog.String("stack", string(pe.Stack)))
+		}
+		log.Warn("fila worker: job failed; retrying", attrs...)
 	case OutcomeDead:
 		log.Error("fila worker: job dead-lettered", dur, slog.Int("max_attempts", ev.MaxAttempts), slog.String("reason", firstLine(ev.Reason)))
 	case OutcomeReleased:

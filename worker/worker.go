@@ -51,6 +51,10 @@ func New(c *fila.Client, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Heartbeat >= cfg.Lease {
+		cfg.Logger.Warn("fila worker: heartbeat interval is not below the lease; long jobs will lose their leases",
+			slog.Duration("heartbeat", cfg.Heartbeat), slog.Duration("lease", cfg.Lease))
+	}
 	unknown := cfg.UnknownKind
 	if unknown == nil {
 		unknown = HandlerFunc(deadUnknown)

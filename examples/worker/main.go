@@ -8,6 +8,8 @@
 //	go run ./examples/worker -v   # with the worker's logs on stderr
 //	FILA_URL=postgres://postgres@127.0.0.1:5432/test?fila_migrate=true go run ./examples/worker
 //	FILA_URL=redis://127.0.0.1:6379/0 go run ./examples/worker
+//	FILA_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/worker
+//	FILA_URL=mongodb://127.0.0.1:27017/fila go run ./examples/worker
 package main
 
 import (
@@ -25,7 +27,9 @@ import (
 
 	"github.com/fila-go/fila"
 	_ "github.com/fila-go/fila/memory"
+	_ "github.com/fila-go/fila/mongo"
 	_ "github.com/fila-go/fila/postgres"
+	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
 	"github.com/fila-go/fila/worker"
 )
