@@ -330,15 +330,44 @@ type pubItem struct {
 }
 
 // publish sends items with publisher confirms and the mandatory flag, then
-// waits for every confirm: nil means the broker stored them all.
+// waits for every confirm: nil means the broker stored them all. Nacked
+// messages (the broker did not store them; RabbitMQ 3.10 nacks publishes to
+// a quorum queue that is still starting) are published again a few times.
 func (s *session) publish(ctx context.Context, items []pubItem) error {
+	backoff := 20 * time.Millisecond
+	for try := 0; ; try++ {
+		nacked, err := s.publishOnce(ctx, items)
+		if err != nil || len(nacked) == 0 {
+			return err
+		}
+		if try == 6 {
+			return fmt.Errorf("%w: %d of %d messages, %d times", ErrNacked, len(nacked), len(items), try+1)
+		}
+		again := make([]pubItem, len(nacked))
+		for i, j := range nacked {
+			again[i] = items[j]
+		}
+		items = again
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff *= 2
+	}
+}
+
+// publishOnce publishes items and returns the indexes of the nacked ones.
+func (s *session) publishOnce(ctx context.Context, items []pubItem) ([]int, error) {
 	blocked, err := s.blockedState()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st, err := s.pub.get()
 	if err != nil {
-		return mapErr(ctx, "open publishing channel", err)
+		return nil, mapErr(ctx, "open publishing channel", err)
 	}
 	keys := make([]string, len(items))
 	dcs := make([]*amqp.DeferredConfirmation, 0, len(items))
@@ -351,30 +380,31 @@ func (s *session) publish(ctx context.Context, items []pubItem) error {
 	}()
 	for i := range items {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		keys[i] = s.d.nonce + "-" + strconv.FormatUint(s.pub.seq.Add(1), 36)
 		msg := items[i].msg
 		msg.CorrelationId = keys[i]
 		dc, err := st.ch.PublishWithDeferredConfirm(items[i].exchange, items[i].key, true, false, msg)
 		if err != nil {
-			return mapErr(ctx, "publish", err)
+			return nil, mapErr(ctx, "publish", err)
 		}
 		dcs = append(dcs, dc)
 	}
-	for _, dc := range dcs {
+	var nacked []int
+	for i, dc := range dcs {
 		select {
 		case <-dc.Done():
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-blocked:
-			return s.blockedErr()
+			return nil, s.blockedErr()
 		}
 		if !dc.Acked() {
 			if st.ch.IsClosed() || s.isDead() {
-				return fmt.Errorf("%w: the channel closed before the broker confirmed the publish", ErrUnavailable)
+				return nil, fmt.Errorf("%w: the channel closed before the broker confirmed the publish", ErrUnavailable)
 			}
-			return ErrNacked
+			nacked = append(nacked, i)
 		}
 	}
 	b := make(chan struct{})
@@ -395,8 +425,8 @@ func (s *session) publish(ctx context.Context, items []pubItem) error {
 					s.forget(items[i].queue, n)
 				}
 			}
-			return fmt.Errorf("%w: message %s to %q: %s", ErrUnroutable, items[i].msg.MessageId, items[i].key, why)
+			return nil, fmt.Errorf("%w: message %s to %q: %s", ErrUnroutable, items[i].msg.MessageId, items[i].key, why)
 		}
 	}
-	return nil
+	return nacked, nil
 }
