@@ -1,0 +1,104 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/postgres"
+)
+
+func msg(id, kind string) backend.Message {
+	return backend.Message{ID: id, Kind: kind, Body: []byte{}, EnqueuedAt: time.Now()}
+}
+
+// TestExpiredLeaseSettlement pins the documented fencing details: an
+// expired lease nobody claimed again can still be acked, but not extended;
+// garbage receipts are ErrLeaseLost; a repeated ref in one Ack is a second
+// settlement.
+func TestExpiredLeaseSettlement(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	d := newDriver(t, pool, postgres.Options{Schema: schema})
+	ctx := ctxT(t, 30*time.Second)
+	q := "sem-" + randHex(4)
+	ids := []string{uuidString(), uuidString()}
+	slices.Sort(ids) // a batch is claimed in id order (time-ordered ids in real use)
+	if _, err := d.Enqueue(ctx, q, []backend.Message{msg(ids[0], "a"), msg(ids[1], "b")}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := d.Receive(ctx, q, backend.ReceiveParams{Max: 2, Lease: 50 * time.Millisecond})
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("Receive: %d, %v", len(ds), err)
+	}
+	if ds[0].ID != ids[0] || ds[1].ID != ids[1] {
+		t.Errorf("claim order %s, %s; want enqueue order", ds[0].ID, ds[1].ID)
+	}
+	waitFor(t, 10*time.Second, "the leases to expire", func() bool {
+		st, err := d.QueueStats(ctx, q)
+		return err == nil && st.Ready == 2 // expired leases count as ready
+	})
+	ref := func(i int) backend.Ref { return backend.Ref{Queue: q, ID: ds[i].ID, Receipt: ds[i].Receipt} }
+	if _, err := d.Extend(ctx, ref(0), time.Minute); !errors.Is(err, backend.ErrLeaseLost) {
+		t.Errorf("Extend of an expired lease: want ErrLeaseLost, got %v", err)
+	}
+	bad := backend.Ref{Queue: q, ID: ds[1].ID, Receipt: "not-a-uuid"}
+	errs, err := d.Ack(ctx, []backend.Ref{ref(0), ref(0), bad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], backend.ErrLeaseLost) || !errors.Is(errs[2], backend.ErrLeaseLost) {
+		t.Errorf("Ack errors %v; want [nil, ErrLeaseLost, ErrLeaseLost]", errs)
+	}
+	if err := d.Retry(ctx, ref(1), time.Hour, "later"); err != nil {
+		t.Errorf("Retry of an expired, unclaimed lease: %v", err)
+	}
+	st, err := d.QueueStats(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready != 0 || st.Delayed != 1 || st.Leased != 0 {
+		t.Errorf("stats %+v; want 1 delayed", st)
+	}
+}
+
+// TestCloseEndsBlockedReceive: Close of the driver itself (not through a
+// Client) ends a blocked Receive with ErrClosed and stops the listener.
+func TestCloseEndsBlockedReceive(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	d, err := postgres.New(ctxT(t, 10*time.Second), pool, postgres.Options{Schema: schema, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := d.Receive(context.Background(), "close-"+randHex(4), backend.ReceiveParams{Max: 1, Lease: time.Second})
+		got <- err
+	}()
+	waitFor(t, 10*time.Second, "the receive to block", func() bool { return postgres.Sleeping(d) == 1 })
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, backend.ErrClosed) {
+			t.Errorf("blocked Receive after Close: want ErrClosed, got %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("blocked Receive did not end after Close")
+	}
+	if postgres.ListenerUp(d) {
+		t.Error("LISTEN connection still up after Close")
+	}
+	if _, err := d.Enqueue(context.Background(), "x", []backend.Message{msg(uuidString(), "k")}); !errors.Is(err, backend.ErrClosed) {
+		t.Errorf("Enqueue after Close: want ErrClosed, got %v", err)
+	}
+	// The caller's pool stays open.
+	if err := pool.Ping(context.Background()); err != nil {
+		t.Errorf("caller's pool after Close: %v", err)
+	}
+}
