@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -114,6 +115,8 @@ type Driver struct {
 	msgsReport, deadReport *gomongo.Collection
 
 	notify *notifier
+	// waits counts the times a Receive went to sleep (tests wait on it).
+	waits atomic.Int64
 
 	mu          sync.Mutex
 	closed      chan struct{}

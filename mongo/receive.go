@@ -59,6 +59,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			}
 		}
 		timer := time.NewTimer(wait)
+		d.waits.Add(1)
 		select {
 		case <-ctx.Done():
 			timer.Stop()

@@ -1,0 +1,56 @@
+package mongo
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// TestClaimUsesIndex checks with explain that the claim (the
+// findOneAndUpdate) and the next-due query are served by the claim index,
+// not a collection scan.
+func TestClaimUsesIndex(t *testing.T) {
+	t.Parallel()
+	s := mongoServer(t)
+	if s.caps.FerretDB {
+		t.Skip("FerretDB v1 explain output is its SQL backend's query plan, not MongoDB's winningPlan (and it sorts in its own process)")
+	}
+	db := testDatabase(t, s)
+	drv := openDriver(t, s, map[string]string{"fila_database": db})
+	q := uniqueQueue("explain")
+	for i := 0; i < 20; i++ {
+		enqueueOne(t, drv, q, backend.Message{Delay: time.Duration(i%3) * time.Hour})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Now()
+	cmds := map[string]bson.D{
+		"claim": {{Key: "findAndModify", Value: drv.msgs.Name()}, {Key: "query", Value: claimFilter(q, now)},
+			{Key: "sort", Value: claimSort}, {Key: "update", Value: claimUpdate("r", now, time.Minute)}, {Key: "new", Value: true}},
+		"batch claim candidates": {{Key: "find", Value: drv.msgs.Name()}, {Key: "filter", Value: claimFilter(q, now)},
+			{Key: "sort", Value: claimSort}, {Key: "limit", Value: 10}, {Key: "projection", Value: bson.D{{Key: "_id", Value: 1}}}},
+	}
+	for name, cmd := range cmds {
+		var out bson.Raw
+		err := drv.client.Database(db).RunCommand(ctx, bson.D{{Key: "explain", Value: cmd}, {Key: "verbosity", Value: "queryPlanner"}}).Decode(&out)
+		if err != nil {
+			t.Fatalf("explain %s: %v", name, err)
+		}
+		plan, err := out.LookupErr("queryPlanner", "winningPlan")
+		if err != nil {
+			t.Fatalf("explain %s: no queryPlanner.winningPlan in %s", name, out)
+		}
+		text := plan.String()
+		if !strings.Contains(text, "IXSCAN") || !strings.Contains(text, claimIndex) {
+			t.Errorf("%s: winning plan does not scan index %s: %s", name, claimIndex, text)
+		}
+		if strings.Contains(text, "COLLSCAN") || strings.Contains(text, `"SORT"`) {
+			t.Errorf("%s: winning plan scans the collection or sorts in memory: %s", name, text)
+		}
+	}
+}
