@@ -4,7 +4,8 @@
 // # Who implements what
 //
 // A driver implements [Driver]. It may also implement the optional capability
-// interfaces [Deduper], [DeadLetterer], [StatsReader] and [TxEnqueuer]; the
+// interfaces [Deduper], [DeadLetterer], [StatsReader], [TxEnqueuer],
+// [DelayedReceiver] and [DeadImporter]; the
 // portable layer checks for them with a type assertion and returns
 // ErrUnsupported to the caller when one is missing (the documented fallback).
 //

@@ -87,3 +87,25 @@ type Pinger interface {
 type Namer interface {
 	DriverName() string
 }
+
+// DelayedReceiver is implemented by drivers that can hand out messages whose
+// run-at is still in the future, so a relay can move a whole queue to another
+// broker without waiting for its delays. Without it, moving delayed messages
+// returns ErrUnsupported.
+type DelayedReceiver interface {
+	// ReceiveDelayed claims, without blocking, up to p.Max messages of queue
+	// whose run-at has not come, leasing them as Receive does (the attempt is
+	// incremented and the usual settlements apply). Each delivery's RunAt is
+	// the run-at the message had. It returns an empty slice when there are
+	// none.
+	ReceiveDelayed(ctx context.Context, queue string, p ReceiveParams) ([]Delivery, error)
+}
+
+// DeadImporter is implemented by drivers that can store dead letters taken
+// from another broker, with their reasons, attempts and times. Importing a
+// dead letter whose id the queue's dead-letter store already holds changes
+// nothing, so a relay that crashed between import and purge can run again.
+// Without it, moving dead letters returns ErrUnsupported.
+type DeadImporter interface {
+	DeadImport(ctx context.Context, queue string, letters []DeadLetter) error
+}

@@ -23,6 +23,11 @@ type Message struct {
 	MaxAttempts int
 	// EnqueuedAt is the client's clock at enqueue.
 	EnqueuedAt time.Time
+	// Attempts is the number of deliveries the message already had elsewhere:
+	// 0 for a new message; a relay moving a message between brokers carries
+	// its count over. A driver stores it as the starting attempt count, so the
+	// next delivery's Attempt is Attempts+1.
+	Attempts int
 }
 
 // Due returns when m becomes ready, given the driver's current time.

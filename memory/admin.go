@@ -126,7 +126,7 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 	for _, m := range q.msgs {
 		at := m.receivableAt()
 		switch {
-		case at.After(now) && m.token != "":
+		case m.token != "" && m.deadline.After(now):
 			s.Leased++
 		case at.After(now):
 			s.Delayed++

@@ -121,9 +121,11 @@ type deadEntry struct {
 	seq int64
 }
 
-// receivableAt is when m can next be claimed.
+// receivableAt is when m can next be claimed: its run-at, or for a leased
+// message its deadline — but never before its run-at, which a message taken
+// early by ReceiveDelayed keeps.
 func (m *msg) receivableAt() time.Time {
-	if m.token != "" {
+	if m.token != "" && m.deadline.After(m.due) {
 		return m.deadline
 	}
 	return m.due

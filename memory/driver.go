@@ -25,6 +25,9 @@ var (
 	_ backend.StatsReader  = (*Driver)(nil)
 	_ backend.TxEnqueuer   = (*Driver)(nil)
 	_ backend.Namer        = (*Driver)(nil)
+
+	_ backend.DelayedReceiver = (*Driver)(nil)
+	_ backend.DeadImporter    = (*Driver)(nil)
 )
 
 // DriverName returns "memory".
@@ -76,7 +79,7 @@ func (b *Broker) insertLocked(queue string, msgs []backend.Message) []backend.En
 			q.dedup[m.DedupKey] = m.ID
 		}
 		b.seq++
-		q.msgs[m.ID] = &msg{Message: m, seq: b.seq, due: m.Due(now)}
+		q.msgs[m.ID] = &msg{Message: m, seq: b.seq, due: m.Due(now), attempts: m.Attempts}
 		res[i] = backend.EnqueueResult{ID: m.ID}
 	}
 	return res
