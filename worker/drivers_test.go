@@ -24,7 +24,9 @@ func TestWorkerPostgres(t *testing.T) {
 }
 
 func TestWorkerRedis(t *testing.T) {
-	runWorkerTests(t, urlOpener(testenv.RedisURL(t), nil))
+	// A blocked Redis receive notices cancellation only when its XREAD
+	// BLOCK ends (default 1s); a shorter block keeps every worker stop quick.
+	runWorkerTests(t, urlOpener(testenv.RedisURL(t), map[string]string{"fila_block": "100ms"}))
 }
 
 // urlOpener returns an open function for runWorkerTests that opens raw with

@@ -325,7 +325,7 @@ func testTimeout(t *testing.T, c *fila.Client) {
 	}
 }
 
-// testHeartbeatKeepsLease runs a job for three leases and checks nobody else
+// testHeartbeatKeepsLease runs a job for two leases and checks nobody else
 // could receive its message meanwhile.
 func testHeartbeatKeepsLease(t *testing.T, c *fila.Client) {
 	q := newQueue(t, c)
@@ -348,11 +348,11 @@ func testHeartbeatKeepsLease(t *testing.T, c *fila.Client) {
 	})
 	enqueue(t, c, q, fila.Message{Kind: "long"})
 	<-started
-	// For three leases, a competing consumer finds nothing.
-	assertEmpty(t, c, q, 3*time.Second)
+	// For two leases, a competing consumer finds nothing.
+	assertEmpty(t, c, q, 2*time.Second)
 	close(finish)
-	if ev := rec.waitEnds(t, 1)[0]; ev.Outcome != worker.OutcomeAck || ev.Duration < 3*time.Second {
-		t.Fatalf("end = %+v; want an ack after over 3s", ev)
+	if ev := rec.waitEnds(t, 1)[0]; ev.Outcome != worker.OutcomeAck || ev.Duration < 2*time.Second {
+		t.Fatalf("end = %+v; want an ack after over 2s", ev)
 	}
 }
 
