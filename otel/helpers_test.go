@@ -1,0 +1,142 @@
+package filaotel_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
+	_ "github.com/fila-go/fila/memory"
+	_ "github.com/fila-go/fila/postgres"
+	_ "github.com/fila-go/fila/redis"
+	"github.com/fila-go/fila/worker"
+)
+
+// brokers are the brokers the tests run against; adding one is one line.
+var brokers = []struct {
+	name string
+	url  func(t *testing.T) string
+}{
+	{"memory", func(t *testing.T) string { return "mem://" + unique("otel") }},
+	{"postgres", func(t *testing.T) string { return withParam(testenv.PostgresURL(t), "fila_migrate", "true") }},
+	{"redis", func(t *testing.T) string { return testenv.RedisURL(t) }},
+}
+
+// quiet discards the workers' logs.
+var quiet = slog.New(slog.DiscardHandler)
+
+func unique(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + "_" + hex.EncodeToString(b)
+}
+
+func withParam(raw, key, value string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		panic(err)
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func open(t *testing.T, url string) *fila.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := fila.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// recorder collects a worker's end events.
+type recorder struct {
+	mu   sync.Mutex
+	ends []worker.JobEvent
+}
+
+func (r *recorder) onEnd(ev worker.JobEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ends = append(r.ends, ev)
+}
+
+func (r *recorder) wait(t *testing.T, n int) []worker.JobEvent {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r.mu.Lock()
+		got := append([]worker.JobEvent(nil), r.ends...)
+		r.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d job ends after 20s; want %d: %+v", len(got), n, got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runWorker runs w until the test ends and checks it returned cleanly.
+func runWorker(t *testing.T, w *worker.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("worker Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// collect reads every metric from reader.
+func collect(t *testing.T, reader sdkmetric.Reader) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
+// attrsString renders an attribute set as "k=v,k=v" (sorted by key).
+func attrsString(s attribute.Set) string {
+	out := ""
+	for _, kv := range s.ToSlice() {
+		if out != "" {
+			out += ","
+		}
+		out += string(kv.Key) + "=" + kv.Value.Emit()
+	}
+	return out
+}

@@ -1,0 +1,180 @@
+package filaotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/fila-go/fila"
+)
+
+// staleAfter is how many poll intervals a queue's last stats stay reported
+// when later polls fail; after that its gauges go silent rather than show
+// stale numbers.
+const staleAfter = 3
+
+// Observer polls the stats of a set of queues and reports them as
+// observable gauges: fila.queue.oldest_ready.age per queue,
+// fila.queue.messages per queue and state, fila.queue.dead_letters per
+// queue and kind. Create it with NewObserver, then call Run (in its own
+// goroutine) or Poll.
+//
+// Gauges report the numbers of the last successful poll, so a scrape never
+// waits for the broker; the oldest-ready age is the age at that poll. A
+// queue whose polls keep failing stops being reported after three
+// intervals. A kind whose dead letters were all replayed or purged is
+// reported as 0, not dropped, so its series ends at zero.
+type Observer struct {
+	c        *fila.Client
+	queues   []string
+	system   string
+	interval time.Duration
+	log      *slog.Logger
+	reg      metric.Registration
+	now      func() time.Time
+
+	mu    sync.Mutex
+	state map[string]*queueState
+}
+
+type queueState struct {
+	stats fila.Stats
+	age   time.Duration
+	okAt  time.Time
+	kinds map[string]bool // every kind ever seen dead, to report zeros
+}
+
+// NewObserver returns an Observer of queues on c and registers its gauges
+// with the meter provider (WithMeterProvider, default the global one). The
+// poll interval is WithPollInterval (default DefaultPollInterval). Call
+// Close to unregister the gauges.
+func NewObserver(c *fila.Client, queues []string, opts ...Option) (*Observer, error) {
+	if len(queues) == 0 {
+		return nil, errors.New("filaotel: NewObserver needs at least one queue")
+	}
+	for _, q := range queues {
+		if err := fila.ValidateQueueName(q); err != nil {
+			return nil, err
+		}
+	}
+	cfg := newConfig(opts)
+	o := &Observer{
+		c: c, queues: append([]string(nil), queues...), system: systemOf(c),
+		interval: cfg.interval, log: cfg.log, now: time.Now,
+		state: map[string]*queueState{},
+	}
+	meter := cfg.mp.Meter(ScopeName)
+	age, err := meter.Float64ObservableGauge(MetricOldestReadyAge, metric.WithUnit("s"),
+		metric.WithDescription("Age of the queue's oldest ready message: how long the head of the queue has waited."))
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := meter.Int64ObservableGauge(MetricQueueMessages, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages in the queue per state: ready, delayed, leased, dead."))
+	if err != nil {
+		return nil, err
+	}
+	dead, err := meter.Int64ObservableGauge(MetricDeadLetters, metric.WithUnit("{message}"),
+		metric.WithDescription("Dead letters in the queue per kind."))
+	if err != nil {
+		return nil, err
+	}
+	o.reg, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		o.observe(obs, age, msgs, dead)
+		return nil
+	}, age, msgs, dead)
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Close unregisters the gauges. It does not close the client.
+func (o *Observer) Close() error { return o.reg.Unregister() }
+
+// Run polls every interval until ctx ends, starting at once, and returns
+// nil when ctx ends. Failed polls are logged (at Warn) and retried at the
+// next interval.
+func (o *Observer) Run(ctx context.Context) error {
+	t := time.NewTicker(o.interval)
+	defer t.Stop()
+	for {
+		if err := o.Poll(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("filaotel: reading queue stats failed", slog.Any("error", err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Poll reads every queue's stats once, each within the poll interval, and
+// keeps them for the gauges. It returns the joined errors of the queues
+// whose stats could not be read (including fila.ErrUnsupported from a
+// driver without stats).
+func (o *Observer) Poll(ctx context.Context) error {
+	var errs []error
+	for _, q := range o.queues {
+		qctx, cancel := context.WithTimeout(ctx, o.interval)
+		s, err := o.c.QueueStats(qctx, q)
+		cancel()
+		now := o.now()
+		o.mu.Lock()
+		st := o.state[q]
+		if st == nil {
+			st = &queueState{kinds: map[string]bool{}}
+			o.state[q] = st
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("queue %q: %w", q, err))
+		} else {
+			st.stats, st.age, st.okAt = s, s.OldestReadyAge(now), now
+			for k := range s.DeadByKind {
+				st.kinds[k] = true
+			}
+		}
+		o.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// observe reports the kept stats.
+func (o *Observer) observe(obs metric.Observer, age metric.Float64ObservableGauge, msgs, dead metric.Int64ObservableGauge) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.now()
+	for _, q := range o.queues {
+		st := o.state[q]
+		if st == nil || st.okAt.IsZero() || now.Sub(st.okAt) > staleAfter*o.interval {
+			continue
+		}
+		base := []attribute.KeyValue{AttrSystem.String(o.system), AttrDestination.String(q)}
+		obs.ObserveFloat64(age, st.age.Seconds(), metric.WithAttributes(base...))
+		for _, sv := range []struct {
+			state string
+			n     int64
+		}{{"ready", st.stats.Ready}, {"delayed", st.stats.Delayed}, {"leased", st.stats.Leased}, {"dead", st.stats.Dead}} {
+			obs.ObserveInt64(msgs, sv.n, metric.WithAttributes(append(base, AttrState.String(sv.state))...))
+		}
+		if st.stats.DeadByKind == nil {
+			continue
+		}
+		kinds := make([]string, 0, len(st.kinds))
+		for k := range st.kinds {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for _, k := range kinds {
+			obs.ObserveInt64(dead, st.stats.DeadByKind[k], metric.WithAttributes(append(base, AttrKind.String(k))...))
+		}
+	}
+}
