@@ -20,8 +20,11 @@ var claimSort = bson.D{{Key: "due", Value: 1}, {Key: "_id", Value: 1}}
 // or ctx ends. After an empty claim it waits for the first of: a
 // change-stream event or a local enqueue for the queue, the next due time
 // of the queue (a delay ending, a lease expiring), or the poll interval.
+// A poll first reads the queue's next due time and claims only when a
+// message is due, so idle receivers only read.
 func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	poll := MinPollInterval
+	claimNow := true
 	for {
 		select {
 		case <-d.closed:
@@ -32,30 +35,36 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		ds, err := d.claimGraceful(ctx, queue, p)
-		if len(ds) > 0 {
-			return ds, nil
+		next, err := time.Time{}, error(nil)
+		if !claimNow {
+			if next, err = d.nextDue(ctx, queue); err != nil {
+				return nil, d.mapErr(ctx, err, "next due time")
+			}
+			claimNow = !next.IsZero() && !next.After(time.Now())
 		}
-		if err != nil {
-			return nil, d.mapErr(ctx, err, "claim")
+		if claimNow {
+			ds, err := d.claimGraceful(ctx, queue, p)
+			if len(ds) > 0 {
+				return ds, nil
+			}
+			if err != nil {
+				return nil, d.mapErr(ctx, err, "claim")
+			}
+			d.startWatch()
+			if next, err = d.nextDue(ctx, queue); err != nil {
+				return nil, d.mapErr(ctx, err, "next due time")
+			}
 		}
-		if len(ds) > 0 {
-			return ds, nil
-		}
-		d.startWatch()
 		wait := poll
 		if d.notify.isHealthy() {
 			wait = SafetyPollInterval
 		}
-		next, err := d.nextDue(ctx, queue)
-		if err != nil {
-			return nil, d.mapErr(ctx, err, "next due time")
-		}
+		atDue := false
 		if !next.IsZero() {
 			// +1ms: due times are whole milliseconds and the claim's "now"
 			// is rounded down.
 			if until := time.Until(next) + time.Millisecond; until < wait {
-				wait = max(until, 0)
+				wait, atDue = max(until, 0), true
 			}
 		}
 		timer := time.NewTimer(wait)
@@ -69,9 +78,12 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			return nil, backend.ErrClosed
 		case <-wake:
 			timer.Stop()
-			poll = MinPollInterval
+			poll, claimNow = MinPollInterval, true
 		case <-timer.C:
-			poll = min(poll*2, d.opts.PollInterval)
+			claimNow = atDue
+			if !atDue {
+				poll = min(poll*2, d.opts.PollInterval)
+			}
 		}
 	}
 }
