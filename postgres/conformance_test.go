@@ -24,7 +24,8 @@ func TestConformanceNoListen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: the LISTEN variant covers the contract")
 	}
-	runConformance(t, map[string]string{"fila_listen": "false", "fila_poll_interval": "200ms"})
+	runConformance(t, map[string]string{"fila_listen": "false", "fila_poll_interval": "200ms",
+		"default_query_exec_mode": "simple_protocol"})
 }
 
 func runConformance(t *testing.T, params map[string]string) {

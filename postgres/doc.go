@@ -52,8 +52,10 @@
 //   - messages: the hot table with every pending (ready, delayed, leased)
 //     message of every queue: id uuid, queue, kind, body bytea, headers jsonb,
 //     enqueued_at, visible_at, attempts, max_attempts, dedup_key,
-//     lease_token uuid, last_error. visible_at is the run-at of a message that
-//     is not leased and the lease deadline of one that is; the index
+//     lease_token uuid, last_error, run_at. visible_at is the run-at of a
+//     message that is not leased and the lease deadline of one that is
+//     (run_at keeps the run-at of a message leased before it by
+//     ReceiveDelayed, so it never becomes ready early); the index
 //     (queue, visible_at, id) serves the claim, the next-due lookup and the
 //     stats. A unique partial index on (queue, dedup_key) WHERE dedup_key IS
 //     NOT NULL enforces dedup keys among pending messages; acked and dead
@@ -63,6 +65,13 @@
 //   - dead: dead letters, apart so the hot table stays small, with reason and
 //     dead_at, listed by the keyset (dead_at, id).
 //   - schema_migrations: applied versions.
+//
+// # Moving queues
+//
+// The driver implements backend.DelayedReceiver (ReceiveDelayed leases
+// delayed messages before their run-at, keeping it) and backend.DeadImporter
+// (DeadImport stores dead letters from another broker, skipping ids already
+// present), and stores a message's carried attempt count at enqueue.
 //
 // # Wake-up
 //

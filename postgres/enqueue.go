@@ -60,6 +60,7 @@ type enqueueArgs struct {
 	delayMicros []int64
 	maxAttempts []int32
 	dedup       []pgtype.Text
+	attempts    []int32
 	hasDedup    bool
 }
 
@@ -69,6 +70,7 @@ func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
 		ids: make([]string, n), kinds: make([]string, n), bodies: make([][]byte, n),
 		headers: make([]pgtype.Text, n), enqueuedAt: make([]time.Time, n), runAt: make([]pgtype.Timestamptz, n),
 		delayMicros: make([]int64, n), maxAttempts: make([]int32, n), dedup: make([]pgtype.Text, n),
+		attempts: make([]int32, n),
 	}
 	for i := range msgs {
 		m := &msgs[i]
@@ -94,6 +96,7 @@ func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
 		}
 		a.delayMicros[i] = m.Delay.Microseconds()
 		a.maxAttempts[i] = int32(m.MaxAttempts)
+		a.attempts[i] = int32(max(m.Attempts, 0))
 		if m.DedupKey != "" {
 			a.dedup[i] = pgtype.Text{String: m.DedupKey, Valid: true}
 			a.hasDedup = true
@@ -105,9 +108,9 @@ func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
 func (a *enqueueArgs) params(queue string) []any {
 	if len(a.ids) == 1 { // scalar parameters of the single-row statements
 		return []any{queue, a.ids[0], a.kinds[0], a.bodies[0], a.headers[0], a.enqueuedAt[0], a.runAt[0],
-			a.delayMicros[0], a.maxAttempts[0], a.dedup[0]}
+			a.delayMicros[0], a.maxAttempts[0], a.dedup[0], a.attempts[0]}
 	}
-	return []any{queue, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt, a.delayMicros, a.maxAttempts, a.dedup}
+	return []any{queue, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt, a.delayMicros, a.maxAttempts, a.dedup, a.attempts}
 }
 
 func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {

@@ -37,7 +37,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 	}()
 	for {
 		wake := d.waiters.channel(queue)
-		ds, err := d.claim(ctx, queue, p)
+		ds, err := d.claim(ctx, d.q.claim, queue, p, false)
 		if err != nil || len(ds) > 0 {
 			return ds, err
 		}
@@ -71,9 +71,10 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 	}
 }
 
-// claim runs the claim statement once.
-func (d *Driver) claim(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
-	rows, err := d.pool.Query(ctx, d.q.claim, queue, p.Max, p.Lease.Microseconds())
+// claim runs a claim statement once. Its last column is the row's due time
+// before the claim; early (ReceiveDelayed) deliveries report it as RunAt.
+func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.ReceiveParams, early bool) ([]backend.Delivery, error) {
+	rows, err := d.pool.Query(ctx, sql, queue, p.Max, p.Lease.Microseconds())
 	if err != nil {
 		return nil, mapErr(ctx, "receive", err)
 	}
@@ -118,6 +119,9 @@ func (d *Driver) claim(ctx context.Context, queue string, p backend.ReceiveParam
 	ds := make([]backend.Delivery, len(out))
 	for i := range out {
 		ds[i] = out[i].Delivery
+		if early {
+			ds[i].RunAt = out[i].was
+		}
 	}
 	return ds, nil
 }

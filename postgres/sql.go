@@ -15,8 +15,9 @@ type statements struct {
 	holders      string
 	notify       string
 
-	claim   string
-	nextDue string
+	claim        string
+	claimDelayed string
+	nextDue      string
 
 	ack    string
 	retry  string
@@ -28,6 +29,7 @@ type statements struct {
 	deadList   string
 	deadReplay string
 	deadPurge  string
+	deadImport string
 }
 
 // Channel returns the LISTEN/NOTIFY channel of a schema.
@@ -37,17 +39,17 @@ func newStatements(schema string) statements {
 	s := quoteIdent(schema)
 	r := strings.NewReplacer("{{s}}", s)
 	const insert = `INSERT INTO {{s}}.messages
-	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key)
+	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key, attempts)
 SELECT r.id, $1, r.kind, r.body, r.headers::jsonb, r.enq,
-	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup
+	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts
 FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::timestamptz[],
-	$8::int8[], $9::int4[], $10::text[]) WITH ORDINALITY
-	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, ord)
+	$8::int8[], $9::int4[], $10::text[], $11::int4[]) WITH ORDINALITY
+	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, attempts, ord)
 ORDER BY r.ord`
 	const insertOne = `INSERT INTO {{s}}.messages
-	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key)
+	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key, attempts)
 VALUES ($2, $1, $3, $4, $5::jsonb, $6,
-	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10)`
+	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11)`
 	const onConflict = `
 ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
 RETURNING id::text`
@@ -65,7 +67,7 @@ RETURNING id::text`
 		// receivers take disjoint rows without waiting.
 		claim: r.Replace(`WITH c AS (
 	SELECT id, visible_at FROM {{s}}.messages
-	WHERE queue = $1 AND visible_at <= now()
+	WHERE queue = $1 AND visible_at <= now() AND (run_at IS NULL OR run_at <= now())
 	ORDER BY visible_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
@@ -73,16 +75,41 @@ RETURNING id::text`
 UPDATE {{s}}.messages m
 SET attempts = m.attempts + 1,
 	lease_token = gen_random_uuid(),
-	visible_at = now() + $3 * interval '1 microsecond'
+	visible_at = now() + $3 * interval '1 microsecond',
+	run_at = NULL
 FROM c
 WHERE m.id = c.id
 RETURNING m.id::text, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.max_attempts,
 	COALESCE(m.dedup_key, ''), m.lease_token::text, m.visible_at, COALESCE(m.last_error, ''), c.visible_at`),
+		// Delayed messages not leased and expired leases taken before their
+		// run-at (ReceiveDelayed), oldest run-at first. run_at keeps the
+		// run-at while the early lease lasts.
+		claimDelayed: r.Replace(`WITH c AS (
+	SELECT id, COALESCE(run_at, visible_at) AS due FROM {{s}}.messages
+	WHERE queue = $1 AND (
+		(lease_token IS NULL AND visible_at > now()) OR
+		(lease_token IS NOT NULL AND visible_at <= now() AND run_at > now()))
+	ORDER BY due, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE {{s}}.messages m
+SET attempts = m.attempts + 1,
+	lease_token = gen_random_uuid(),
+	visible_at = now() + $3 * interval '1 microsecond',
+	run_at = c.due
+FROM c
+WHERE m.id = c.id
+RETURNING m.id::text, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.max_attempts,
+	COALESCE(m.dedup_key, ''), m.lease_token::text, m.visible_at, COALESCE(m.last_error, ''), c.due`),
 		// How long until the queue's next message becomes claimable (a
-		// delayed run-at or a lease deadline), in microseconds; NULL when the
-		// queue is empty.
-		nextDue: r.Replace(`SELECT (extract(epoch FROM (min(visible_at) - now())) * 1e6)::int8
-FROM {{s}}.messages WHERE queue = $1`),
+		// delayed run-at or a lease deadline, but not before the run-at of a
+		// message leased early), in microseconds; NULL when the queue is
+		// empty. Both halves are index scans.
+		nextDue: r.Replace(`SELECT (extract(epoch FROM (LEAST(
+	(SELECT min(visible_at) FROM {{s}}.messages WHERE queue = $1 AND run_at IS NULL),
+	(SELECT min(GREATEST(visible_at, run_at)) FROM {{s}}.messages WHERE queue = $1 AND run_at IS NOT NULL)
+) - now())) * 1e6)::int8`),
 
 		ack: r.Replace(`DELETE FROM {{s}}.messages m
 USING unnest($1::uuid[], $2::uuid[]) AS r(id, token)
@@ -91,6 +118,7 @@ RETURNING m.id::text`),
 		retry: r.Replace(`UPDATE {{s}}.messages
 SET lease_token = NULL,
 	visible_at = now() + $3 * interval '1 microsecond',
+	run_at = NULL,
 	last_error = COALESCE(NULLIF($4, ''), last_error)
 WHERE id = $1 AND lease_token = $2`),
 		dead: r.Replace(`WITH d AS (
@@ -104,12 +132,14 @@ SET visible_at = now() + $3 * interval '1 microsecond'
 WHERE id = $1 AND lease_token = $2 AND visible_at > now()
 RETURNING visible_at`),
 
+		// Ready: claimable now (expired leases included). Delayed: not
+		// leased and not due, or an expired early lease whose run-at is
+		// ahead. Leased: lease current.
 		stats: r.Replace(`SELECT
-	count(*) FILTER (WHERE lease_token IS NULL AND visible_at <= now()),
-	count(*) FILTER (WHERE lease_token IS NULL AND visible_at > now()),
+	count(*) FILTER (WHERE visible_at <= now() AND (run_at IS NULL OR run_at <= now())),
+	count(*) FILTER (WHERE (lease_token IS NULL AND visible_at > now()) OR (visible_at <= now() AND run_at > now())),
 	count(*) FILTER (WHERE lease_token IS NOT NULL AND visible_at > now()),
-	count(*) FILTER (WHERE lease_token IS NOT NULL AND visible_at <= now()),
-	min(visible_at) FILTER (WHERE visible_at <= now())
+	min(GREATEST(visible_at, run_at)) FILTER (WHERE visible_at <= now() AND (run_at IS NULL OR run_at <= now()))
 FROM {{s}}.messages WHERE queue = $1`),
 		deadCounts: r.Replace(`SELECT kind, count(*) FROM {{s}}.dead WHERE queue = $1 GROUP BY kind`),
 		deadList: r.Replace(`SELECT id::text, kind, body, headers, enqueued_at, attempts, max_attempts,
@@ -127,6 +157,15 @@ LIMIT $5`),
 )
 INSERT INTO {{s}}.messages (id, queue, kind, body, headers, enqueued_at, visible_at, attempts, max_attempts)
 SELECT id, queue, kind, body, headers, enqueued_at, now(), 0, max_attempts FROM d`),
+		deadImport: r.Replace(`INSERT INTO {{s}}.dead
+	(id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, reason, dead_at)
+SELECT r.id, $1, r.kind, r.body, r.headers::jsonb, r.enq, r.attempts, r.max_attempts, r.dedup, r.reason,
+	COALESCE(r.dead_at, now())
+FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::int4[], $8::int4[],
+	$9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
+	AS r(id, kind, body, headers, enq, attempts, max_attempts, dedup, reason, dead_at, ord)
+ORDER BY r.ord
+ON CONFLICT (id) DO NOTHING`),
 		deadPurge: r.Replace(`DELETE FROM {{s}}.dead
 WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::uuid[] IS NULL OR id = ANY($3::uuid[]))`),
 	}

@@ -18,19 +18,17 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		return backend.Stats{}, backend.ErrClosed
 	}
 	var (
-		s       backend.Stats
-		expired int64
-		oldest  *time.Time
+		s      backend.Stats
+		oldest *time.Time
 	)
 	b := &pgx.Batch{}
 	b.Queue(d.q.stats, queue)
 	b.Queue(d.q.deadCounts, queue)
 	br := d.pool.SendBatch(ctx, b)
 	defer br.Close()
-	if err := br.QueryRow().Scan(&s.Ready, &s.Delayed, &s.Leased, &expired, &oldest); err != nil {
+	if err := br.QueryRow().Scan(&s.Ready, &s.Delayed, &s.Leased, &oldest); err != nil {
 		return backend.Stats{}, mapErr(ctx, "stats", err)
 	}
-	s.Ready += expired
 	if oldest != nil {
 		s.OldestReadyAt = *oldest
 	}
