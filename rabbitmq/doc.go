@@ -9,8 +9,9 @@
 //
 // Parameters starting with "fila_" configure the driver: fila_prefix (name
 // prefix, default "fila"), fila_prefetch (consumer prefetch cap, default
-// 250), fila_buffer_idle (default 150ms), fila_reconnect_max (default 5s)
-// and fila_reconnect_wait (default 5s); see [Options]. amqp091-go's own
+// 250), fila_buffer_idle (default 150ms), fila_reconnect_max (default 5s),
+// fila_reconnect_wait (default 5s) and fila_connection_name (default
+// "fila"); see [Options]. amqp091-go's own
 // parameters (heartbeat, connection_timeout, channel_max, auth_mechanism,
 // certfile, keyfile, cacertfile, server_name_indication) are passed to it
 // unchanged. Any other parameter is an ErrInvalid error.

@@ -20,10 +20,12 @@ import (
 // Fila queue names never contain ':' (they are ASCII letters, digits, '.',
 // '_' and '-'), so the names of different queues never collide.
 const (
-	deadSuffix  = ":dead"
-	delayInfix  = ":delay:"
-	maxNameLen  = 255 // RabbitMQ's limit on queue and exchange names
-	maxPrefix   = 100
+	deadSuffix = ":dead"
+	delayInfix = ":delay:"
+	maxNameLen = 255 // RabbitMQ's limit on queue and exchange names
+	// maxPrefix keeps the longest derived name, the largest delay queue of
+	// the longest queue name, within maxNameLen.
+	maxPrefix   = maxNameLen - 1 - 128 - len(delayInfix) - 10
 	delayExpiry = 10 * time.Minute // a delay queue outlives its TTL by this much
 	// redeclareDelayAfter is how old a delay queue's last declaration may get
 	// before a publish declares it again (which renews its x-expires lease).

@@ -40,7 +40,7 @@ type Options struct {
 	URL string
 	// Prefix starts every queue and exchange name the driver makes
 	// (default "fila"): the Fila queue "orders" is the RabbitMQ queue
-	// "fila.orders". At most 100 bytes of ASCII letters, digits, '.', '_'
+	// "fila.orders". At most 109 bytes of ASCII letters, digits, '.', '_'
 	// and '-'. URL parameter fila_prefix.
 	Prefix string
 	// MaxPrefetch caps the prefetch (basic.qos) of the driver's consumers
@@ -61,6 +61,9 @@ type Options struct {
 	// 5s; a Receive keeps waiting until its context ends). URL parameter
 	// fila_reconnect_wait.
 	ReconnectWait time.Duration
+	// ConnectionName is the connection name RabbitMQ shows for this driver's
+	// connections (default "fila"). URL parameter fila_connection_name.
+	ConnectionName string
 	// TLS, when set, is used for amqps URLs instead of the configuration
 	// built from the URL's certfile/keyfile/cacertfile parameters.
 	TLS *tls.Config
@@ -85,6 +88,9 @@ func (o *Options) defaults() {
 	if o.ReconnectWait <= 0 {
 		o.ReconnectWait = DefaultReconnectWait
 	}
+	if o.ConnectionName == "" {
+		o.ConnectionName = "fila"
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -95,7 +101,8 @@ func (o *Options) validate() error {
 		return backend.Invalidf("rabbitmq: Options.URL is empty")
 	}
 	if len(o.Prefix) > maxPrefix {
-		return backend.Invalidf("rabbitmq: prefix is %d bytes; the limit is %d", len(o.Prefix), maxPrefix)
+		return backend.Invalidf("rabbitmq: prefix is %d bytes; the limit is %d, so that every derived queue name (%s) fits RabbitMQ's %d bytes",
+			len(o.Prefix), maxPrefix, "P.Q:delay:MS", maxNameLen)
 	}
 	if err := fila.ValidateQueueName(o.Prefix); err != nil {
 		return fmt.Errorf("rabbitmq: prefix %q: %w", o.Prefix, err)
@@ -113,7 +120,8 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 
 // Open opens a driver from an amqp:// or amqps:// URL. Parameters starting
 // with "fila_" configure the driver (fila_prefix, fila_prefetch,
-// fila_buffer_idle, fila_reconnect_max, fila_reconnect_wait; see Options);
+// fila_buffer_idle, fila_reconnect_max, fila_reconnect_wait,
+// fila_connection_name; see Options);
 // amqp091-go's own parameters (heartbeat, connection_timeout, channel_max,
 // auth_mechanism, certfile, keyfile, cacertfile,
 // server_name_indication) pass through to it; anything else is ErrInvalid.
@@ -125,6 +133,7 @@ func Open(ctx context.Context, u *url.URL) (*Driver, error) {
 	o.BufferIdle = p.Duration("fila_buffer_idle", DefaultBufferIdle)
 	o.ReconnectMax = p.Duration("fila_reconnect_max", DefaultReconnectMax)
 	o.ReconnectWait = p.Duration("fila_reconnect_wait", DefaultReconnectWait)
+	o.ConnectionName = p.String("fila_connection_name", "fila")
 	for _, name := range amqpParams {
 		p.Has(name)
 	}
@@ -152,6 +161,6 @@ func (d *Driver) dialConfig() amqp.Config {
 		Properties:      amqp.NewConnectionProperties(),
 		TLSClientConfig: d.opts.TLS,
 	}
-	cfg.Properties.SetClientConnectionName("fila")
+	cfg.Properties.SetClientConnectionName(d.opts.ConnectionName)
 	return cfg
 }
