@@ -97,9 +97,9 @@ type Capabilities struct {
 }
 
 // Driver is Fila's MongoDB driver. It implements backend.Driver and the
-// optional Deduper, DeadLetterer, StatsReader, TxEnqueuer, Pinger and Namer
-// interfaces. Create it with New or open it with fila.Open and a
-// mongodb:// or mongodb+srv:// URL.
+// optional Deduper, DeadLetterer, StatsReader, TxEnqueuer, DelayedReceiver,
+// DeadImporter, Pinger and Namer interfaces. Create it with New or open it
+// with fila.Open and a mongodb:// or mongodb+srv:// URL.
 type Driver struct {
 	client *gomongo.Client
 	owns   bool
@@ -135,6 +135,9 @@ var (
 	_ backend.TxEnqueuer   = (*Driver)(nil)
 	_ backend.Pinger       = (*Driver)(nil)
 	_ backend.Namer        = (*Driver)(nil)
+
+	_ backend.DelayedReceiver = (*Driver)(nil)
+	_ backend.DeadImporter    = (*Driver)(nil)
 )
 
 // New returns a driver over a connected client that the caller owns: Close

@@ -210,6 +210,7 @@ func newMsgDoc(queue string, m *backend.Message, now time.Time) *msgDoc {
 		Body:        bodyOf(m.Body),
 		Headers:     encodeHeaders(m.Headers),
 		Due:         ceilMS(m.Due(now)),
+		Attempts:    m.Attempts,
 		MaxAttempts: m.MaxAttempts,
 		DedupKey:    dedupField(queue, m.DedupKey),
 		EnqueuedAt:  m.EnqueuedAt.UTC(),
