@@ -507,3 +507,47 @@ func ExampleNew() {
 	defer client.Close()
 	fmt.Println(drv.Schema())
 }
+
+// TestRetryWakesOtherReceivers: a receive blocked in another driver
+// instance, sleeping until the lease deadline of the only message, wakes when
+// the holder releases it early.
+func TestRetryWakesOtherReceivers(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	holder := newClient(t, newDriver(t, pool, postgres.Options{Schema: schema}))
+	waitingDrv := newDriver(t, pool, postgres.Options{Schema: schema})
+	waiting := newClient(t, waitingDrv)
+	ctx := ctxT(t, 30*time.Second)
+	q := "release-" + randHex(4)
+	if _, err := holder.Enqueue(ctx, q, fila.Message{Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := holder.Receive(ctx, q, fila.ReceiveParams{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		ds, err := waiting.Receive(ctx, q, fila.ReceiveParams{})
+		if err == nil {
+			err = waiting.AckBatch(ctx, ds)
+		}
+		got <- err
+	}()
+	waitFor(t, 10*time.Second, "the other receive to block", func() bool {
+		return postgres.Sleeping(waitingDrv) == 1 && postgres.ListenerUp(waitingDrv)
+	})
+	start := time.Now()
+	if err := ds[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("released message received by the other driver after %v", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("a receive blocked until the old lease deadline did not see the release")
+	}
+}

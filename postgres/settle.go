@@ -60,7 +60,9 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 }
 
 // Retry ends the lease and makes the message claimable after delay; an
-// empty reason keeps the previous last error.
+// empty reason keeps the previous last error. It notifies the queue, so a
+// receive blocked elsewhere until the old lease deadline wakes and sees the
+// new run-at.
 func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
 	if d.isClosed() {
 		return backend.ErrClosed
@@ -68,7 +70,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 	if !validUUID(ref.ID) || !validUUID(ref.Receipt) {
 		return backend.ErrLeaseLost
 	}
-	tag, err := d.pool.Exec(ctx, d.q.retry, ref.ID, ref.Receipt, delay.Microseconds(), reason)
+	tag, err := d.pool.Exec(ctx, d.q.retry, ref.ID, ref.Receipt, delay.Microseconds(), reason, d.q.channel)
 	if err != nil {
 		return mapErr(ctx, "retry", err)
 	}

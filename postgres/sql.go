@@ -115,12 +115,18 @@ RETURNING m.id::text, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.ma
 USING unnest($1::uuid[], $2::uuid[]) AS r(id, token)
 WHERE m.id = r.id AND m.lease_token = r.token
 RETURNING m.id::text`),
-		retry: r.Replace(`UPDATE {{s}}.messages
-SET lease_token = NULL,
-	visible_at = now() + $3 * interval '1 microsecond',
-	run_at = NULL,
-	last_error = COALESCE(NULLIF($4, ''), last_error)
-WHERE id = $1 AND lease_token = $2`),
+		// Retry notifies the queue so receivers blocked elsewhere, sleeping
+		// until the old lease deadline, see the earlier run-at.
+		retry: r.Replace(`WITH u AS (
+	UPDATE {{s}}.messages
+	SET lease_token = NULL,
+		visible_at = now() + $3 * interval '1 microsecond',
+		run_at = NULL,
+		last_error = COALESCE(NULLIF($4, ''), last_error)
+	WHERE id = $1 AND lease_token = $2
+	RETURNING queue
+)
+SELECT pg_notify($5, queue) FROM u`),
 		dead: r.Replace(`WITH d AS (
 	DELETE FROM {{s}}.messages WHERE id = $1 AND lease_token = $2
 	RETURNING id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key
