@@ -196,3 +196,38 @@ func BenchmarkReceiveOne(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkWakeUp measures the time from the start of an Enqueue to the
+// return of a Receive that was blocked on the empty queue in another driver
+// instance (LISTEN/NOTIFY), reported as wake_ms.
+func BenchmarkWakeUp(b *testing.B) {
+	e := newBenchEnv(b)
+	consumer := newDriver(b, e.pool, postgres.Options{Schema: e.schema})
+	c := newClient(b, consumer)
+	q := "bench-wake-" + randHex(4)
+	ctx := context.Background()
+	var total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		got := make(chan time.Time, 1)
+		go func() {
+			ds, err := c.Receive(ctx, q, fila.ReceiveParams{})
+			at := time.Now()
+			if err != nil {
+				b.Error(err)
+			} else if err := c.AckBatch(ctx, ds); err != nil {
+				b.Error(err)
+			}
+			got <- at
+		}()
+		for postgres.Sleeping(consumer) != 1 || !postgres.ListenerUp(consumer) {
+			time.Sleep(time.Millisecond)
+		}
+		start := time.Now()
+		if _, err := e.client.Enqueue(ctx, q, fila.Message{Kind: "wake"}); err != nil {
+			b.Fatal(err)
+		}
+		total += (<-got).Sub(start)
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "wake_ms")
+}
