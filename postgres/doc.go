@@ -50,7 +50,7 @@
 // once. The tables:
 //
 //   - messages: the hot table with every pending (ready, delayed, leased)
-//     message of every queue: id uuid, queue, kind, body bytea, headers jsonb,
+//     message of every queue: id uuid, queue, kind, body bytea, headers json,
 //     enqueued_at, visible_at, attempts, max_attempts, dedup_key,
 //     lease_token uuid, last_error, run_at. visible_at is the run-at of a
 //     message that is not leased and the lease deadline of one that is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -117,6 +118,9 @@ func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []ba
 	for i := range msgs {
 		if !validUUID(msgs[i].ID) {
 			return nil, backend.Invalidf("message id %q is not a UUID", msgs[i].ID)
+		}
+		if strings.IndexByte(msgs[i].DedupKey, 0) >= 0 {
+			return nil, backend.Invalidf("dedup key contains U+0000, which PostgreSQL text cannot store")
 		}
 	}
 	res := make([]backend.EnqueueResult, len(msgs))

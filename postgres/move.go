@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -53,9 +54,12 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 		if !validUUID(l.ID) {
 			return backend.Invalidf("dead letter id %q is not a UUID", l.ID)
 		}
+		if strings.IndexByte(l.DedupKey, 0) >= 0 {
+			return backend.Invalidf("dead letter %s: dedup key contains U+0000, which PostgreSQL text cannot store", l.ID)
+		}
 		ids = append(ids, l.ID)
 		kinds = append(kinds, l.Kind)
-		reasons = append(reasons, l.Reason)
+		reasons = append(reasons, textSafe(l.Reason))
 		body := l.Body
 		if body == nil {
 			body = []byte{}

@@ -102,3 +102,46 @@ func TestCloseEndsBlockedReceive(t *testing.T) {
 		t.Errorf("caller's pool after Close: %v", err)
 	}
 }
+
+// TestNULCharacters: header values may hold U+0000 (stored as json, not
+// jsonb); reasons with it are stored with U+FFFD instead; a dedup key with
+// it is refused with ErrInvalid.
+func TestNULCharacters(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	d := newDriver(t, pool, postgres.Options{Schema: schema})
+	ctx := ctxT(t, 30*time.Second)
+	q := "nul-" + randHex(4)
+	m := msg(uuidString(), "k")
+	m.Headers = map[string]string{"v": "a\x00b"}
+	if _, err := d.Enqueue(ctx, q, []backend.Message{m}); err != nil {
+		t.Fatalf("Enqueue with NUL in a header value: %v", err)
+	}
+	ds, err := d.Receive(ctx, q, backend.ReceiveParams{Max: 1, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds[0].Headers["v"] != "a\x00b" {
+		t.Errorf("header value %q, want %q", ds[0].Headers["v"], "a\x00b")
+	}
+	ref := backend.Ref{Queue: q, ID: ds[0].ID, Receipt: ds[0].Receipt}
+	if err := d.Retry(ctx, ref, 0, "bad\x00reason"); err != nil {
+		t.Fatalf("Retry with NUL in the reason: %v", err)
+	}
+	ds, err = d.Receive(ctx, q, backend.ReceiveParams{Max: 1, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds[0].LastError != "bad\uFFFDreason" {
+		t.Errorf("last error %q", ds[0].LastError)
+	}
+	ref = backend.Ref{Queue: q, ID: ds[0].ID, Receipt: ds[0].Receipt}
+	if err := d.Dead(ctx, ref, "dead\x00"); err != nil {
+		t.Fatalf("Dead with NUL in the reason: %v", err)
+	}
+	k := msg(uuidString(), "k")
+	k.DedupKey = "x\x00"
+	if _, err := d.Enqueue(ctx, q, []backend.Message{k}); !errors.Is(err, backend.ErrInvalid) {
+		t.Errorf("Enqueue with NUL in the dedup key: want ErrInvalid, got %v", err)
+	}
+}

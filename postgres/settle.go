@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,7 +71,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 	if !validUUID(ref.ID) || !validUUID(ref.Receipt) {
 		return backend.ErrLeaseLost
 	}
-	tag, err := d.pool.Exec(ctx, d.q.retry, ref.ID, ref.Receipt, delay.Microseconds(), reason, d.q.channel)
+	tag, err := d.pool.Exec(ctx, d.q.retry, ref.ID, ref.Receipt, delay.Microseconds(), textSafe(reason), d.q.channel)
 	if err != nil {
 		return mapErr(ctx, "retry", err)
 	}
@@ -88,7 +89,7 @@ func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error
 	if !validUUID(ref.ID) || !validUUID(ref.Receipt) {
 		return backend.ErrLeaseLost
 	}
-	tag, err := d.pool.Exec(ctx, d.q.dead, ref.ID, ref.Receipt, reason)
+	tag, err := d.pool.Exec(ctx, d.q.dead, ref.ID, ref.Receipt, textSafe(reason))
 	if err != nil {
 		return mapErr(ctx, "dead", err)
 	}
@@ -132,4 +133,13 @@ func lower(s string) string {
 		}
 	}
 	return s
+}
+
+// textSafe replaces U+0000, which PostgreSQL text cannot store, with U+FFFD,
+// so a reason carrying it does not fail the settlement.
+func textSafe(s string) string {
+	if strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }

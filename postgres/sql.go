@@ -40,7 +40,7 @@ func newStatements(schema string) statements {
 	r := strings.NewReplacer("{{s}}", s)
 	const insert = `INSERT INTO {{s}}.messages
 	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key, attempts)
-SELECT r.id, $1, r.kind, r.body, r.headers::jsonb, r.enq,
+SELECT r.id, $1, r.kind, r.body, r.headers::json, r.enq,
 	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts
 FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::timestamptz[],
 	$8::int8[], $9::int4[], $10::text[], $11::int4[]) WITH ORDINALITY
@@ -48,7 +48,7 @@ FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], 
 ORDER BY r.ord`
 	const insertOne = `INSERT INTO {{s}}.messages
 	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key, attempts)
-VALUES ($2, $1, $3, $4, $5::jsonb, $6,
+VALUES ($2, $1, $3, $4, $5::json, $6,
 	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11)`
 	const onConflict = `
 ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
@@ -165,7 +165,7 @@ INSERT INTO {{s}}.messages (id, queue, kind, body, headers, enqueued_at, visible
 SELECT id, queue, kind, body, headers, enqueued_at, now(), 0, max_attempts FROM d`),
 		deadImport: r.Replace(`INSERT INTO {{s}}.dead
 	(id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, reason, dead_at)
-SELECT r.id, $1, r.kind, r.body, r.headers::jsonb, r.enq, r.attempts, r.max_attempts, r.dedup, r.reason,
+SELECT r.id, $1, r.kind, r.body, r.headers::json, r.enq, r.attempts, r.max_attempts, r.dedup, r.reason,
 	COALESCE(r.dead_at, now())
 FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::int4[], $8::int4[],
 	$9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
