@@ -55,7 +55,8 @@ type Options struct {
 
 // Driver is the PostgreSQL driver. Build it with Open (through fila.Open) or
 // New; it implements backend.Driver and the optional Deduper, DeadLetterer,
-// StatsReader, TxEnqueuer, Pinger and Namer interfaces.
+// StatsReader, TxEnqueuer, DelayedReceiver, DeadImporter, Pinger and Namer
+// interfaces. It is safe for concurrent use.
 type Driver struct {
 	pool    *pgxpool.Pool
 	ownPool bool
