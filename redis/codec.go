@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -12,53 +13,117 @@ import (
 
 // Field names of a message in a stream entry (see scripts.go).
 const (
-	fID          = "i"
-	fKind        = "k"
-	fBody        = "b"
-	fEnqueuedAt  = "t"
-	fHeaders     = "h"
-	fMaxAttempts = "m"
-	fDedup       = "u"
-	fAttempts    = "n"
-	fLastError   = "e"
-	fDeadAtt     = "a"
-	fDeadReason  = "r"
-	fDeadAt      = "z"
+	fID         = "i"
+	fPayload    = "p"
+	fDedup      = "u"
+	fAttempts   = "n"
+	fLastError  = "e"
+	fDeadAtt    = "a"
+	fDeadReason = "r"
+	fDeadAt     = "z"
 )
+
+// encodePayload packs what the scripts never look into, so a stream entry
+// has few fields (every field costs a Lua string in each script):
+//
+//	1 byte kind length, kind, 8 bytes enqueued-at (Unix ns), 4 bytes max
+//	attempts, 4 bytes headers length, headers (JSON), body
+//
+// The kind comes first so the scripts can read it (dead-letter counts).
+func encodePayload(m *backend.Message) ([]byte, error) {
+	var h []byte
+	if len(m.Headers) > 0 {
+		var err error
+		if h, err = json.Marshal(m.Headers); err != nil {
+			return nil, fmt.Errorf("fila/redis: encode headers: %w", err)
+		}
+	}
+	if len(m.Kind) > 255 {
+		return nil, backend.Invalidf("kind is longer than 255 bytes")
+	}
+	b := make([]byte, 0, 17+len(m.Kind)+len(h)+len(m.Body))
+	b = append(b, byte(len(m.Kind)))
+	b = append(b, m.Kind...)
+	b = binary.BigEndian.AppendUint64(b, uint64(m.EnqueuedAt.UnixNano()))
+	b = binary.BigEndian.AppendUint32(b, uint32(m.MaxAttempts))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(h)))
+	b = append(b, h...)
+	return append(b, m.Body...), nil
+}
+
+// decodePayload fills m from a payload made by encodePayload.
+func decodePayload(p string, m *backend.Message) error {
+	bad := fmt.Errorf("fila/redis: message %s: truncated payload (%d bytes)", m.ID, len(p))
+	if len(p) < 1 {
+		return bad
+	}
+	n := int(p[0])
+	if len(p) < 1+n+16 {
+		return bad
+	}
+	m.Kind = p[1 : 1+n]
+	p = p[1+n:]
+	m.EnqueuedAt = time.Unix(0, int64(binary.BigEndian.Uint64([]byte(p[:8]))))
+	m.MaxAttempts = int(binary.BigEndian.Uint32([]byte(p[8:12])))
+	hl := int(binary.BigEndian.Uint32([]byte(p[12:16])))
+	p = p[16:]
+	if len(p) < hl {
+		return bad
+	}
+	if hl > 0 {
+		if err := json.Unmarshal([]byte(p[:hl]), &m.Headers); err != nil {
+			return fmt.Errorf("fila/redis: message %s: bad headers: %w", m.ID, err)
+		}
+	}
+	m.Body = []byte(p[hl:])
+	return nil
+}
+
+// payloadKind returns the kind of a payload without decoding the rest.
+func payloadKind(p string) string {
+	if len(p) < 1 || len(p) < 1+int(p[0]) {
+		return ""
+	}
+	return p[1 : 1+int(p[0])]
+}
 
 // appendFields appends m's stream fields to args and returns the new slice
 // and the number of values appended.
 func appendFields(args []any, m *backend.Message) ([]any, int, error) {
+	p, err := encodePayload(m)
+	if err != nil {
+		return nil, 0, err
+	}
 	start := len(args)
-	args = append(args, fID, m.ID, fKind, m.Kind, fBody, m.Body, fEnqueuedAt, strconv.FormatInt(m.EnqueuedAt.UnixNano(), 10))
-	if len(m.Headers) > 0 {
-		h, err := json.Marshal(m.Headers)
-		if err != nil {
-			return nil, 0, fmt.Errorf("fila/redis: encode headers: %w", err)
-		}
-		args = append(args, fHeaders, h)
-	}
-	if m.MaxAttempts > 0 {
-		args = append(args, fMaxAttempts, strconv.Itoa(m.MaxAttempts))
-	}
+	args = append(args, fID, m.ID, fPayload, p)
 	if m.DedupKey != "" {
 		args = append(args, fDedup, m.DedupKey)
 	}
 	return args, len(args) - start, nil
 }
 
-// fieldMap turns a script's flat field list into a map.
-func fieldMap(v any) (map[string]string, error) {
+// entryMessage decodes a stream entry's flat field list (as a script
+// returns it) into a message and its last error.
+func entryMessage(v any) (m backend.Message, lastErr string, err error) {
 	list, ok := v.([]any)
 	if !ok || len(list)%2 != 0 {
-		return nil, fmt.Errorf("fila/redis: unexpected stream entry %T", v)
+		return m, "", fmt.Errorf("fila/redis: unexpected stream entry %T", v)
 	}
-	m := make(map[string]string, len(list)/2)
+	var payload string
 	for i := 0; i < len(list); i += 2 {
 		k, _ := list[i].(string)
-		m[k] = str(list[i+1])
+		switch val := str(list[i+1]); k {
+		case fID:
+			m.ID = val
+		case fPayload:
+			payload = val
+		case fDedup:
+			m.DedupKey = val
+		case fLastError:
+			lastErr = val
+		}
 	}
-	return m, nil
+	return m, lastErr, decodePayload(payload, &m)
 }
 
 // str converts a script reply element to a string.
@@ -79,27 +144,8 @@ func str(v any) string {
 
 // messageFrom decodes a stream entry's fields into a message.
 func messageFrom(f map[string]string) (backend.Message, error) {
-	m := backend.Message{ID: f[fID], Kind: f[fKind], Body: []byte(f[fBody]), DedupKey: f[fDedup]}
-	if t := f[fEnqueuedAt]; t != "" {
-		ns, err := strconv.ParseInt(t, 10, 64)
-		if err != nil {
-			return m, fmt.Errorf("fila/redis: message %s: bad enqueue time %q", m.ID, t)
-		}
-		m.EnqueuedAt = time.Unix(0, ns)
-	}
-	if h := f[fHeaders]; h != "" {
-		if err := json.Unmarshal([]byte(h), &m.Headers); err != nil {
-			return m, fmt.Errorf("fila/redis: message %s: bad headers: %w", m.ID, err)
-		}
-	}
-	if s := f[fMaxAttempts]; s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return m, fmt.Errorf("fila/redis: message %s: bad max attempts %q", m.ID, s)
-		}
-		m.MaxAttempts = n
-	}
-	return m, nil
+	m := backend.Message{ID: f[fID], DedupKey: f[fDedup]}
+	return m, decodePayload(f[fPayload], &m)
 }
 
 // makeReceipt joins a stream id and a lease token; parseReceipt splits them.

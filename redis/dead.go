@@ -47,7 +47,7 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 			return backend.DeadPage{}, d.fail(ctx, err)
 		}
 		for _, e := range es {
-			if p.Kind != "" && str(e.Values[fKind]) != p.Kind {
+			if p.Kind != "" && payloadKind(str(e.Values[fPayload])) != p.Kind {
 				continue
 			}
 			if len(page.Letters) == p.Limit {
@@ -90,7 +90,7 @@ func (d *Driver) selectDead(ctx context.Context, k keys, f backend.DeadFilter, f
 			if want != nil && !want[str(e.Values[fID])] {
 				continue
 			}
-			if f.Kind != "" && str(e.Values[fKind]) != f.Kind {
+			if f.Kind != "" && payloadKind(str(e.Values[fPayload])) != f.Kind {
 				continue
 			}
 			sel = append(sel, e.ID)

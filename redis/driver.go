@@ -21,6 +21,10 @@ import (
 // group is the name of the consumer group of every queue's stream.
 const group = "fila"
 
+// maxAckScript is the most refs one ack script call settles (Lua's unpack
+// has a stack limit); larger batches take several calls in one pipeline.
+const maxAckScript = 1000
+
 // Driver is the Redis driver. It implements backend.Driver and the optional
 // Deduper, DeadLetterer, StatsReader, Pinger and Namer interfaces. Use it
 // through fila.Open("redis://…") or fila.New(redis.New(client, opts)).
@@ -183,17 +187,17 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		v, err := scriptReceive.Run(ctx, d.c, k.list(), group, d.consumer, p.Max, ceilMS(p.Lease), d.token(),
+		tok := d.token()
+		v, err := scriptReceive.Run(ctx, d.c, k.list(), group, d.consumer, p.Max, ceilMS(p.Lease), tok,
 			defaultPromote, sweep, d.o.OrphanIdle.Milliseconds()).Slice()
 		if err != nil {
 			return nil, d.fail(ctx, err)
 		}
-		if len(v) != 5 {
+		if len(v) < 4 || (len(v)-4)%3 != 0 {
 			return nil, fmt.Errorf("fila/redis: receive script returned %d values", len(v))
 		}
-		list, _ := v[4].([]any)
-		if len(list) > 0 {
-			return d.deliveries(ctx, queue, list, msTime(toInt(v[1])))
+		if len(v) > 4 {
+			return d.deliveries(ctx, queue, tok, v[4:], msTime(toInt(v[1])))
 		}
 		wait := d.o.Block
 		if next := toInt(v[3]); next >= 0 {
@@ -232,28 +236,23 @@ func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration
 	}
 }
 
-func (d *Driver) deliveries(ctx context.Context, queue string, list []any, deadline time.Time) ([]backend.Delivery, error) {
-	out := make([]backend.Delivery, 0, len(list))
-	for _, it := range list {
-		e, _ := it.([]any)
-		if len(e) != 4 {
-			return nil, fmt.Errorf("fila/redis: unexpected delivery %v", it)
-		}
-		sid, token := str(e[0]), str(e[1])
-		f, err := fieldMap(e[3])
-		var m backend.Message
-		if err == nil {
-			m, err = messageFrom(f)
-		}
+// deliveries decodes the receive script's (stream id, attempt, fields)
+// triples; the k-th delivery's token is tok.k.
+func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, deadline time.Time) ([]backend.Delivery, error) {
+	out := make([]backend.Delivery, 0, len(list)/3)
+	for i := 0; i+2 < len(list); i += 3 {
+		sid := str(list[i])
+		receipt := makeReceipt(sid, tok+"."+strconv.Itoa(i/3+1))
+		m, lastErr, err := entryMessage(list[i+2])
 		if err != nil {
 			// A corrupt entry would come back forever: dead-letter it.
 			d.o.Logger.Error("fila/redis: dead-lettering an undecodable stream entry", slog.String("queue", queue), slog.String("stream_id", sid), slog.Any("error", err))
-			_ = d.Dead(ctx, backend.Ref{Queue: queue, ID: f[fID], Receipt: makeReceipt(sid, token)}, "fila/redis: undecodable entry: "+err.Error())
+			_ = d.Dead(ctx, backend.Ref{Queue: queue, ID: m.ID, Receipt: receipt}, "fila/redis: undecodable entry: "+err.Error())
 			continue
 		}
 		out = append(out, backend.Delivery{
-			Message: m, Attempt: int(toInt(e[2])), Receipt: makeReceipt(sid, token),
-			Deadline: deadline, LastError: f[fLastError],
+			Message: m, Attempt: int(toInt(list[i+1])), Receipt: receipt,
+			Deadline: deadline, LastError: lastErr,
 		})
 	}
 	return out, nil
@@ -277,7 +276,7 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 			continue
 		}
 		b := byQueue[r.Queue]
-		if b == nil {
+		if b == nil || len(b.idx) == maxAckScript {
 			b = &batch{queue: r.Queue, args: []any{group}}
 			byQueue[r.Queue] = b
 			batches = append(batches, b)

@@ -180,11 +180,11 @@ func TestDeletedEntryOnTakeover(t *testing.T) {
 		t.Fatalf("XDEL %s = %d, %v", sid, n, err)
 	}
 	receiveNone(t, c, q, 2500*time.Millisecond)
-	if n := e.raw.HLen(ctx, k[redis.KeyLeases]).Val(); n != 0 {
-		t.Errorf("%d lease records left", n)
+	if e.raw.HExists(ctx, k[redis.KeyLeases], sid).Val() {
+		t.Errorf("lease record of %s left", sid)
 	}
-	if n := e.raw.ZCard(ctx, k[redis.KeyDeadlines]).Val(); n != 0 {
-		t.Errorf("%d deadlines left", n)
+	if err := e.raw.ZScore(ctx, k[redis.KeyDeadlines], sid).Err(); err != goredis.Nil {
+		t.Errorf("deadline of %s left (%v)", sid, err)
 	}
 	if p := e.raw.XPending(ctx, k[redis.KeyStream], "fila").Val(); p.Count != 0 {
 		t.Errorf("%d pending entries left", p.Count)

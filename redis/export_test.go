@@ -15,3 +15,6 @@ const (
 	KeyDeadKinds
 	KeySweep
 )
+
+// ReceiveSource is the receive script's source, for cost experiments.
+const ReceiveSource = luaPrelude + luaReceive

@@ -5,9 +5,10 @@ import goredis "github.com/redis/go-redis/v9"
 // Every script gets the nine keys of one queue (keys.list) and runs on the
 // broker's clock. Stream entries carry the message as fields:
 //
-//	i message id   k kind   b body   t enqueued-at (Unix ns, client clock)
-//	h headers (JSON, optional)   m max attempts (optional)   u dedup key (optional)
-//	n deliveries before this entry (optional)   e last error (optional)
+//	i message id   p payload (kind, enqueued-at, max attempts, headers, body;
+//	  see encodePayload; its first byte is the kind's length, then the kind)
+//	u dedup key (optional)   n deliveries before this entry (optional)
+//	e last error (optional)
 //
 // A delivery's lease record (hash "leases", field = stream id) is
 // "token\nattempt\nmessage id\ndedup key"; its deadline is the score of the
@@ -17,6 +18,13 @@ import goredis "github.com/redis/go-redis/v9"
 // luaPrelude holds helpers shared by every script.
 const luaPrelude = `
 local KS, KL, KX, KD, KP, KK, KDEAD, KDK, KW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+
+-- PAD is a permanent member of the leases hash and of the deadline and
+-- delayed sorted sets (score +inf). Being longer than the listpack limits (64
+-- bytes by default), it keeps those keys in their hashtable and skiplist
+-- encodings; in the compact listpack encoding every insert and delete of a
+-- batch would scan and move the whole key.
+local PAD = string.rep('~', 72)
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -99,6 +107,11 @@ local function lost_entry(g, sid, mid, dedup)
   free_dedup(dedup, mid)
 end
 
+-- pkind returns the kind stored at the start of a payload.
+local function pkind(p)
+  return string.sub(p, 2, 1 + string.byte(p, 1))
+end
+
 local function dead_kind(kind, by)
   if redis.call('HINCRBY', KDK, kind, by) <= 0 then redis.call('HDEL', KDK, kind) end
 end
@@ -135,7 +148,7 @@ for m = 1, n do
       local f = {}
       for j = first, last do f[#f + 1] = ARGV[j] end
       redis.call('HSET', KP, mid, cmsgpack.pack(f))
-      redis.call('ZADD', KD, due, mid)
+      redis.call('ZADD', KD, 'inf', PAD, due, mid)
     end
   end
 end
@@ -144,24 +157,25 @@ return out
 
 // ARGV: group, consumer, max, lease (ms), token base, promotion limit, sweep
 // interval (ms, 0 = never), orphan idle (ms). Returns {now, deadline, wake
-// id, next due (ms or -1), deliveries}, each delivery {stream id, token,
-// attempt, fields}. wake id and next due are only set when nothing was
-// delivered.
+// id, next due (ms or -1), then per delivery: stream id, attempt, fields}.
+// The k-th delivery's token is "<token base>.<k>". wake id and next due are
+// only set when nothing was delivered.
 const luaReceive = `
 local g, c = ARGV[1], ARGV[2]
 local want, lease, tok = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local plimit, sweepEvery, orphanIdle = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local now = now_ms()
 local deadline = now + lease
-local out = {}
+local out = {now, deadline, '', -1}
 local seq = 0
 
+local hs, zs = {}, {}
 local function give(sid, fields, attempt, mid, dedup)
   seq = seq + 1
   local token = tok .. '.' .. seq
-  redis.call('HSET', KL, sid, rec_make(token, attempt, mid, dedup))
-  redis.call('ZADD', KX, deadline, sid)
-  out[#out + 1] = {sid, token, attempt, fields}
+  hs[#hs + 1] = sid; hs[#hs + 1] = rec_make(token, attempt, mid, dedup)
+  zs[#zs + 1] = deadline; zs[#zs + 1] = sid
+  out[#out + 1] = sid; out[#out + 1] = attempt; out[#out + 1] = fields
 end
 
 -- (a) promote delayed messages whose run-at has come
@@ -210,7 +224,7 @@ if #exp > 0 then
 end
 
 -- (c) new entries
-local left = want - #out
+local left = want - seq
 if left > 0 and redis.call('EXISTS', KS) == 1 then
   local r = redis.pcall('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
   if is_err(r) then
@@ -223,8 +237,13 @@ if left > 0 and redis.call('EXISTS', KS) == 1 then
   end
   if r then
     for _, e in ipairs(r[1][2]) do
-      local m = tomap(e[2])
-      give(e[1], e[2], (tonumber(m['n']) or 0) + 1, m['i'] or '', m['u'] or '')
+      local f = e[2]
+      local n, mid, dedup = 0, '', ''
+      for i = 1, #f, 2 do
+        local k = f[i]
+        if k == 'i' then mid = f[i + 1] elseif k == 'u' then dedup = f[i + 1] elseif k == 'n' then n = tonumber(f[i + 1]) end
+      end
+      give(e[1], f, n + 1, mid, dedup)
     end
   end
 end
@@ -241,7 +260,7 @@ if sweepEvery > 0 and redis.call('EXISTS', KS) == 1 and now >= tonumber(redis.ca
       if e[2] and redis.call('HEXISTS', KL, e[1]) == 0 then
         local m = tomap(e[2])
         redis.call('HSET', KL, e[1], rec_make('-', (tonumber(m['n']) or 0) + 1, m['i'] or '', m['u'] or ''))
-        redis.call('ZADD', KX, 0, e[1])
+        redis.call('ZADD', KX, 'inf', PAD, 0, e[1])
       elseif not e[2] then
         local rr = redis.call('HGET', KL, e[1])
         if rr then
@@ -273,14 +292,18 @@ if sweepEvery > 0 and redis.call('EXISTS', KS) == 1 and now >= tonumber(redis.ca
   end
 end
 
-if #out > 0 then return {now, deadline, '', -1, out} end
+if seq > 0 then
+  redis.call('HSET', KL, PAD, '', unpack(hs))
+  redis.call('ZADD', KX, 'inf', PAD, unpack(zs))
+  return out
+end
 
 -- nothing: tell the caller when to look again and where to wait on the stream
 local nd = -1
 local a = redis.call('ZRANGE', KD, 0, 0, 'WITHSCORES')
-if #a > 0 then nd = tonumber(a[2]) end
+if #a > 0 and a[1] ~= PAD then nd = tonumber(a[2]) end
 local b = redis.call('ZRANGE', KX, 0, 0, 'WITHSCORES')
-if #b > 0 and (nd < 0 or tonumber(b[2]) < nd) then nd = tonumber(b[2]) end
+if #b > 0 and b[1] ~= PAD and (nd < 0 or tonumber(b[2]) < nd) then nd = tonumber(b[2]) end
 local wake = '0-0'
 if redis.call('EXISTS', KS) == 1 then
   local gs = redis.pcall('XINFO', 'GROUPS', KS)
@@ -291,24 +314,37 @@ if redis.call('EXISTS', KS) == 1 then
     end
   end
 end
-return {now, deadline, wake, nd, out}
+return {now, deadline, wake, nd}
 `
 
 // ARGV: group, then per ref: stream id, token. Returns 1 (acked) or 0 (lease
 // lost) per ref.
 const luaAck = `
 local g = ARGV[1]
-local out = {}
-for i = 2, #ARGV, 2 do
-  local sid = ARGV[i]
-  local t, _, mid, dedup = lease_of(sid, ARGV[i + 1])
-  if t then
-    drop(g, sid)
-    free_dedup(dedup, mid)
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
+local sids = {}
+for i = 2, #ARGV, 2 do sids[#sids + 1] = ARGV[i] end
+local recs = redis.call('HMGET', KL, unpack(sids))
+local out, ok, done = {}, {}, {}
+for j, sid in ipairs(sids) do
+  local r = recs[j]
+  local token = ARGV[2 * j + 1]
+  out[j] = 0
+  -- the record starts with "token\n"; a record ending in "\n" has no dedup key
+  if r and not done[sid] and string.byte(r, #token + 1) == 10 and string.sub(r, 1, #token) == token then
+    done[sid] = true
+    ok[#ok + 1] = sid
+    if string.byte(r, -1) ~= 10 then
+      local _, _, mid, dedup = rec_parse(r)
+      free_dedup(dedup, mid)
+    end
+    out[j] = 1
   end
+end
+if #ok > 0 then
+  redis.pcall('XACK', KS, g, unpack(ok))
+  redis.call('XDEL', KS, unpack(ok))
+  redis.call('HDEL', KL, unpack(ok))
+  redis.call('ZREM', KX, unpack(ok))
 end
 return out
 `
@@ -331,7 +367,7 @@ if delay <= 0 then
   redis.call('XADD', KS, '*', unpack(f))
 else
   redis.call('HSET', KP, mid, cmsgpack.pack(f))
-  redis.call('ZADD', KD, now_ms() + delay, mid)
+  redis.call('ZADD', KD, 'inf', PAD, now_ms() + delay, mid)
 end
 return 1
 `
@@ -352,7 +388,7 @@ local src = e[1][2]
 local kind = ''
 for i = 1, #src, 2 do
   local k = src[i]
-  if k == 'k' then kind = src[i + 1] end
+  if k == 'p' then kind = pkind(src[i + 1]) end
   if k ~= 'n' and k ~= 'e' then f[#f + 1] = k; f[#f + 1] = src[i + 1] end
 end
 f[#f + 1] = 'a'; f[#f + 1] = att
@@ -365,7 +401,7 @@ if cap > 0 then
   if over > 0 then
     for _, old in ipairs(redis.call('XRANGE', KDEAD, '-', '+', 'COUNT', over)) do
       local m = tomap(old[2])
-      dead_kind(m['k'] or '', -1)
+      dead_kind(pkind(m['p'] or '\0'), -1)
       redis.call('XDEL', KDEAD, old[1])
     end
   end
@@ -405,7 +441,7 @@ for i = 2, #ARGV do
     local kind = ''
     for j = 1, #src, 2 do
       local k = src[j]
-      if k == 'k' then kind = src[j + 1] end
+      if k == 'p' then kind = pkind(src[j + 1]) end
       if k ~= 'a' and k ~= 'r' and k ~= 'z' and k ~= 'u' and k ~= 'n' and k ~= 'e' then
         f[#f + 1] = k; f[#f + 1] = src[j + 1]
       end
@@ -433,7 +469,7 @@ for i = 1, #ARGV do
   local e = redis.call('XRANGE', KDEAD, ARGV[i], ARGV[i])
   if #e > 0 then
     local m = tomap(e[1][2])
-    dead_kind(m['k'] or '', -1)
+    dead_kind(pkind(m['p'] or '\0'), -1)
     redis.call('XDEL', KDEAD, ARGV[i])
     n = n + 1
   end
@@ -474,9 +510,9 @@ if redis.call('EXISTS', KS) == 1 then
   end
 end
 local dueDelayed = redis.call('ZCOUNT', KD, '-inf', now)
-local delayed = redis.call('ZCOUNT', KD, '(' .. now, '+inf')
+local delayed = redis.call('ZCOUNT', KD, '(' .. now, '(+inf')
 local expired = redis.call('ZCOUNT', KX, '-inf', now)
-local leased = redis.call('ZCOUNT', KX, '(' .. now, '+inf')
+local leased = redis.call('ZCOUNT', KX, '(' .. now, '(+inf')
 local a = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
 if #a > 0 then older(tonumber(a[2])) end
 local b = redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
