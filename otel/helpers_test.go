@@ -18,7 +18,9 @@ import (
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/internal/testenv"
 	_ "github.com/fila-go/fila/memory"
+	_ "github.com/fila-go/fila/mongo"
 	_ "github.com/fila-go/fila/postgres"
+	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
 	"github.com/fila-go/fila/worker"
 )
@@ -27,10 +29,14 @@ import (
 var brokers = []struct {
 	name string
 	url  func(t *testing.T) string
+	// partialStats: no oldest ready time nor dead letters per kind.
+	partialStats bool
 }{
-	{"memory", func(t *testing.T) string { return "mem://" + unique("otel") }},
-	{"postgres", func(t *testing.T) string { return withParam(testenv.PostgresURL(t), "fila_migrate", "true") }},
-	{"redis", func(t *testing.T) string { return testenv.RedisURL(t) }},
+	{name: "memory", url: func(t *testing.T) string { return "mem://" + unique("otel") }},
+	{name: "postgres", url: func(t *testing.T) string { return withParam(testenv.PostgresURL(t), "fila_migrate", "true") }},
+	{name: "redis", url: func(t *testing.T) string { return testenv.RedisURL(t) }},
+	{name: "mongo", url: func(t *testing.T) string { return testenv.MongoURL(t) }},
+	{name: "rabbitmq", url: func(t *testing.T) string { return testenv.RabbitMQURL(t) }, partialStats: true},
 }
 
 // quiet discards the workers' logs.

@@ -29,7 +29,8 @@ const staleAfter = 3
 // Gauges report the numbers of the last successful poll, so a scrape never
 // waits for the broker; the oldest-ready age is the age at that poll. A
 // queue whose polls keep failing stops being reported after three
-// intervals. A kind whose dead letters were all replayed or purged is
+// intervals. Drivers that do not report the oldest ready time (RabbitMQ)
+// or dead letters per kind have no such series. A kind whose dead letters were all replayed or purged is
 // reported as 0, not dropped, so its series ends at zero.
 type Observer struct {
 	c        *fila.Client
@@ -48,7 +49,10 @@ type queueState struct {
 	stats fila.Stats
 	age   time.Duration
 	okAt  time.Time
-	kinds map[string]bool // every kind ever seen dead, to report zeros
+	// ageKnown is false when messages are ready but the driver does not
+	// report the oldest one's time.
+	ageKnown bool
+	kinds    map[string]bool // every kind ever seen dead, to report zeros
 }
 
 // NewObserver returns an Observer of queues on c and registers its gauges
@@ -138,6 +142,7 @@ func (o *Observer) Poll(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("queue %q: %w", q, err))
 		} else {
 			st.stats, st.age, st.okAt = s, s.OldestReadyAge(now), now
+			st.ageKnown = s.Ready == 0 || !s.OldestReadyAt.IsZero()
 			for k := range s.DeadByKind {
 				st.kinds[k] = true
 			}
@@ -158,7 +163,9 @@ func (o *Observer) observe(obs metric.Observer, age metric.Float64ObservableGaug
 			continue
 		}
 		base := []attribute.KeyValue{AttrSystem.String(o.system), AttrDestination.String(q)}
-		obs.ObserveFloat64(age, st.age.Seconds(), metric.WithAttributes(base...))
+		if st.ageKnown {
+			obs.ObserveFloat64(age, st.age.Seconds(), metric.WithAttributes(base...))
+		}
 		for _, sv := range []struct {
 			state string
 			n     int64

@@ -12,7 +12,7 @@ import (
 )
 
 func TestEnqueueAndStats(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, url string) {
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("stats")
 		cleanupQueue(t, c, q)
@@ -20,9 +20,32 @@ func TestEnqueueAndStats(t *testing.T) {
 		id1 := strings.TrimSpace(ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "email.welcome", "--body", `{"user_id":1}`))
 		id2 := strings.TrimSpace(ok(t, "from stdin\n", "--url", url, "enqueue", "--queue", q, "--kind", "email.welcome",
 			"--header", "tenant=acme", "--header", "trace=a=b"))
-		ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "later", "--body", "x", "--delay", "3s")
+		if !b.instanceStats { // its delayed messages are invisible to other instances' stats and cleanup
+			ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "later", "--body", "x", "--delay", "3s")
+		}
 		if id1 == "" || id1 == id2 {
 			t.Fatalf("enqueue printed ids %q and %q", id1, id2)
+		}
+		out := ok(t, "", "--url", url, "stats", q)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "QUEUE") {
+			t.Fatalf("stats table:\n%s", out)
+		}
+		fields := strings.Fields(lines[1])
+		// QUEUE READY DELAYED LEASED DEAD OLDEST-READY DEAD-BY-KIND
+		want := []string{q, "2", "1", "0", "0", "age", "-"}
+		if b.instanceStats {
+			// Only ready and dead are known to another instance.
+			want = []string{q, "2", "0", "0", "0", "n/a", "-"}
+		}
+		if len(fields) != 7 || fields[5] == "-" || fields[5] == "n/a" && want[5] != "n/a" {
+			t.Fatalf("stats row = %q; want %q", lines[1], want)
+		}
+		if want[5] == "age" {
+			want[5] = fields[5]
+		}
+		if strings.Join(fields, " ") != strings.Join(want, " ") {
+			t.Errorf("stats row = %q; want %q", lines[1], want)
 		}
 
 		// The messages arrive as given.
@@ -50,20 +73,15 @@ func TestEnqueueAndStats(t *testing.T) {
 		if d := got[id2]; d == nil || string(d.Body) != "from stdin\n" || d.Headers["tenant"] != "acme" || d.Headers["trace"] != "a=b" {
 			t.Errorf("second message = %+v", d)
 		}
+		if b.instanceStats {
+			if err := c.AckBatch(ctx, ds); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
 		// Give one back so the queue has one ready, one leased, one delayed.
 		if err := got[id2].Release(ctx); err != nil {
 			t.Fatal(err)
-		}
-
-		out := ok(t, "", "--url", url, "stats", q)
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "QUEUE") {
-			t.Fatalf("stats table:\n%s", out)
-		}
-		fields := strings.Fields(lines[1])
-		// QUEUE READY DELAYED LEASED DEAD OLDEST-READY DEAD-BY-KIND
-		if len(fields) != 7 || fields[0] != q || fields[1] != "1" || fields[2] != "1" || fields[3] != "1" || fields[4] != "0" || fields[5] == "-" || fields[6] != "-" {
-			t.Errorf("stats row = %q; want queue, 1 ready, 1 delayed, 1 leased, 0 dead, an age, no dead kinds", lines[1])
 		}
 
 		var js struct {
@@ -73,7 +91,7 @@ func TestEnqueueAndStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := js.Queues[0]
-		if len(js.Queues) != 1 || r.Queue != q || r.Ready != 1 || r.Delayed != 1 || r.Leased != 1 || r.Dead != 0 || r.OldestReadyAt == nil || r.OldestReadyAgeSeconds < 0 {
+		if len(js.Queues) != 1 || r.Queue != q || r.Ready != 1 || r.Delayed != 1 || r.Leased != 1 || r.Dead != 0 || r.OldestReadyAt == nil || r.OldestReadyAgeSeconds == nil || *r.OldestReadyAgeSeconds < 0 {
 			t.Errorf("stats --json = %+v", js)
 		}
 		if err := got[id1].Ack(ctx); err != nil {
@@ -113,7 +131,7 @@ func deadSetup(t *testing.T, c *fila.Client, q string) []string {
 }
 
 func TestDeadListAndShow(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, url string) {
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("deadls")
 		cleanupQueue(t, c, q)
@@ -191,7 +209,7 @@ func TestDeadListAndShow(t *testing.T) {
 }
 
 func TestDeadReplayAndPurge(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, url string) {
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("deadrp")
 		cleanupQueue(t, c, q)
@@ -274,7 +292,7 @@ func TestDeadReplayAndPurge(t *testing.T) {
 }
 
 func TestEnqueueBadInput(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, url string) {
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("enqbad")
 		cleanupQueue(t, c, q)
@@ -287,6 +305,10 @@ func TestEnqueueBadInput(t *testing.T) {
 		fails(t, 2, "takes no arguments", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "extra")
 		fails(t, 2, "unknown flag: --bogus", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--bogus")
 
+		if b.noDedup {
+			fails(t, 4, "the "+b.name+" driver does not support dedup keys", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--dedup-key", "once")
+			return
+		}
 		// A taken dedup key exits 5 and prints the holder's id.
 		id := strings.TrimSpace(ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--dedup-key", "once"))
 		r := fails(t, 5, `dedup key "once" is held by pending message`, "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "y", "--dedup-key", "once")
@@ -300,7 +322,7 @@ func TestEnqueueBadInput(t *testing.T) {
 }
 
 func TestStatsWatch(t *testing.T) {
-	forEachBroker(t, func(t *testing.T, url string) {
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		q := unique("watch")
 		for _, terminal := range []bool{false, true} {
 			ctx, cancel := context.WithCancel(context.Background())

@@ -6,7 +6,6 @@ import (
 	_ "github.com/fila-go/fila/memory"   // mem://
 	_ "github.com/fila-go/fila/mongo"    // mongodb://, mongodb+srv://
 	_ "github.com/fila-go/fila/postgres" // postgres://, postgresql://
+	_ "github.com/fila-go/fila/rabbitmq" // amqp://, amqps://
 	_ "github.com/fila-go/fila/redis"    // redis://, rediss://
-	// TODO(rabbitmq): add _ "github.com/fila-go/fila/rabbitmq" (amqp://,
-	// amqps://) once that package builds.
 )

@@ -157,7 +157,7 @@ func TestBinary(t *testing.T) {
 	cmd := exec.Command(bin, "stats", "--json", "jobs")
 	cmd.Env = append(os.Environ(), "FILA_URL=mem://")
 	out, err := cmd.Output()
-	if err != nil || !strings.Contains(string(out), `"queue":"jobs","ready":0`) {
+	if err != nil || !strings.Contains(string(out), `"queue":"jobs","ready":0,"delayed":0,"leased":0,"dead":0,"oldest_ready_at":null,"oldest_ready_age_seconds":0`) {
 		t.Errorf("fila stats: %v\n%s", err, out)
 	}
 	cmd = exec.Command(bin, "--url", "nats://x", "stats", "jobs")

@@ -20,24 +20,30 @@ type broker struct {
 	name string
 	// url returns the broker's URL, or skips the test.
 	url func(t *testing.T) string
+	// instanceStats: the driver's stats count only what its own instance
+	// knows beyond the ready and dead counts (no delayed, leased or oldest
+	// age seen from another process; see package rabbitmq).
+	instanceStats bool
+	// noDedup: the driver has no dedup keys.
+	noDedup bool
 }
 
 // brokers are the brokers every command is tested against. Adding a driver
 // is one line (and its import in drivers.go).
 var brokers = []broker{
-	{"memory", func(t *testing.T) string { return "mem://" + unique("cli") }},
-	{"postgres", func(t *testing.T) string { return withParam(testenv.PostgresURL(t), "fila_migrate", "true") }},
-	{"redis", func(t *testing.T) string { return testenv.RedisURL(t) }},
-	// {"mongo", func(t *testing.T) string { return testenv.MongoURL(t) }},
-	// {"rabbitmq", func(t *testing.T) string { return testenv.RabbitMQURL(t) }},
+	{name: "memory", url: func(t *testing.T) string { return "mem://" + unique("cli") }},
+	{name: "postgres", url: func(t *testing.T) string { return withParam(testenv.PostgresURL(t), "fila_migrate", "true") }},
+	{name: "redis", url: func(t *testing.T) string { return testenv.RedisURL(t) }},
+	{name: "mongo", url: func(t *testing.T) string { return testenv.MongoURL(t) }},
+	{name: "rabbitmq", url: func(t *testing.T) string { return testenv.RabbitMQURL(t) }, instanceStats: true, noDedup: true},
 }
 
 // forEachBroker runs f as a parallel subtest per broker.
-func forEachBroker(t *testing.T, f func(t *testing.T, url string)) {
+func forEachBroker(t *testing.T, f func(t *testing.T, url string, b broker)) {
 	for _, b := range brokers {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			f(t, b.url(t))
+			f(t, b.url(t), b)
 		})
 	}
 }

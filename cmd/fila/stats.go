@@ -31,7 +31,10 @@ func newStatsCmd(a *app) *cobra.Command {
 		Short: "Show ready, delayed, leased and dead counts and the oldest ready age of queues",
 		Long: `Show each queue's ready, delayed, leased and dead message counts and the age of
 its oldest ready message (how long the head of the queue has waited: the first
-number to watch). Counts are exact on a quiescent queue.
+number to watch). Counts are exact on a quiescent queue. "-" means none
+(nothing ready, no dead letters); "n/a" means the driver does not report it
+(RabbitMQ has no oldest-ready time nor dead counts per kind, and counts
+delayed and leased messages only for its own instance).
 
 --watch refreshes every 2s (or --watch=10s); on a terminal the table is
 redrawn in place, otherwise each refresh is printed after the last (one JSON
@@ -77,13 +80,15 @@ type statsRow struct {
 	Leased  int64  `json:"leased"`
 	Dead    int64  `json:"dead"`
 	// OldestReadyAt is when the oldest ready message became ready; nil when
-	// none is ready.
+	// none is ready or the driver does not tell.
 	OldestReadyAt *time.Time `json:"oldest_ready_at"`
 	// OldestReadyAgeSeconds is the age of the oldest ready message at the
-	// time the stats were read; 0 when none is ready.
-	OldestReadyAgeSeconds float64 `json:"oldest_ready_age_seconds"`
-	// DeadByKind counts dead letters per kind, when the driver can tell.
-	DeadByKind map[string]int64 `json:"dead_by_kind,omitempty"`
+	// time the stats were read: 0 when none is ready, null when the driver
+	// does not tell.
+	OldestReadyAgeSeconds *float64 `json:"oldest_ready_age_seconds"`
+	// DeadByKind counts dead letters per kind; null when the driver does not
+	// tell.
+	DeadByKind map[string]int64 `json:"dead_by_kind"`
 	age        time.Duration
 }
 
@@ -96,11 +101,15 @@ func collectStats(ctx context.Context, c *fila.Client, queues []string) ([]stats
 		}
 		now := time.Now()
 		r := statsRow{Queue: q, Ready: s.Ready, Delayed: s.Delayed, Leased: s.Leased, Dead: s.Dead, DeadByKind: s.DeadByKind}
-		if !s.OldestReadyAt.IsZero() {
+		switch {
+		case !s.OldestReadyAt.IsZero():
 			t := s.OldestReadyAt.UTC()
 			r.OldestReadyAt = &t
 			r.age = s.OldestReadyAge(now)
-			r.OldestReadyAgeSeconds = r.age.Seconds()
+			secs := r.age.Seconds()
+			r.OldestReadyAgeSeconds = &secs
+		case s.Ready == 0:
+			r.OldestReadyAgeSeconds = new(float64)
 		}
 		rows = append(rows, r)
 	}
@@ -117,14 +126,24 @@ func writeStats(w io.Writer, rows []statsRow, asJSON bool, at time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tREADY\tDELAYED\tLEASED\tDEAD\tOLDEST READY\tDEAD BY KIND\t")
 	for _, r := range rows {
-		age := "-"
-		if r.OldestReadyAt != nil {
+		age := "-" // nothing ready
+		switch {
+		case r.OldestReadyAt != nil:
 			age = formatAge(r.age)
+		case r.OldestReadyAgeSeconds == nil:
+			age = notReported
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Queue, r.Ready, r.Delayed, r.Leased, r.Dead, age, formatKinds(r.DeadByKind))
+		kinds := formatKinds(r.DeadByKind)
+		if r.DeadByKind == nil && r.Dead > 0 {
+			kinds = notReported
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Queue, r.Ready, r.Delayed, r.Leased, r.Dead, age, kinds)
 	}
 	return tw.Flush()
 }
+
+// notReported fills a column the driver does not report.
+const notReported = "n/a"
 
 // formatAge prints an age with a precision that fits its size.
 func formatAge(d time.Duration) string {
