@@ -351,7 +351,7 @@ on standard input; --yes skips the question (for scripts).`,
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
 				if !yes {
-					ok, err := a.confirm(fmt.Sprintf("Delete %s%s of queue %q for good?", desc, countHint(ctx, c, *queue, f), *queue))
+					ok, err := a.confirm(ctx, fmt.Sprintf("Delete %s%s of queue %q for good?", desc, countHint(ctx, c, *queue, f), *queue))
 					if err != nil {
 						return err
 					}
@@ -393,17 +393,33 @@ func countHint(ctx context.Context, c *fila.Client, queue string, f fila.DeadFil
 }
 
 // confirm asks question on stderr and reads a y/N answer from stdin; only
-// "y" or "yes" confirm. End of input is a no.
-func (a *app) confirm(question string) (bool, error) {
+// "y" or "yes" confirm. End of input is a no. An interrupt (ctx ending)
+// while waiting returns ctx.Err().
+func (a *app) confirm(ctx context.Context, question string) (bool, error) {
 	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
-	line, err := bufio.NewReader(a.stdin).ReadString('\n')
-	if err != nil && err != io.EOF {
-		return false, err
+	type answer struct {
+		line string
+		err  error
 	}
-	if err == io.EOF && line == "" {
+	ch := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(a.stdin).ReadString('\n')
+		ch <- answer{line, err}
+	}()
+	var ans answer
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(a.stderr)
+		return false, ctx.Err()
+	case ans = <-ch:
+	}
+	if ans.err != nil && ans.err != io.EOF {
+		return false, ans.err
+	}
+	if ans.err == io.EOF && ans.line == "" {
 		fmt.Fprintln(a.stderr)
 	}
-	switch strings.ToLower(strings.TrimSpace(line)) {
+	switch strings.ToLower(strings.TrimSpace(ans.line)) {
 	case "y", "yes":
 		return true, nil
 	}

@@ -44,6 +44,7 @@
 //	   management, dedup keys); the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id
 //	   is printed on standard output
+//	130 interrupted (Ctrl-C) before the command finished; --watch ends with 0
 //
 // # Why cobra
 //

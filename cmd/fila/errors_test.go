@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -164,5 +165,27 @@ func TestBinary(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "fila: ") {
 		t.Errorf("bad URL: %v\n%s", err, out)
+	}
+}
+
+// blockingReader never returns, like a terminal nobody types into.
+type blockingReader struct{ ch chan struct{} }
+
+func (r blockingReader) Read([]byte) (int, error) { <-r.ch; return 0, io.EOF }
+
+func TestInterruptAtPrompt(t *testing.T) {
+	u := "mem://" + unique("intr")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	in := blockingReader{make(chan struct{})}
+	defer close(in.ch)
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"--url", u, "dead", "purge", "-q", "q", "--all"}, env{stdin: in, stdout: &out, stderr: &errb})
+	}()
+	waitFor(t, "the prompt", func() bool { return strings.Contains(errb.String(), "[y/N]") })
+	cancel()
+	if code := <-done; code != 130 || !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("interrupted purge: exit %d, stderr %q; want 130", code, errb.String())
 	}
 }

@@ -21,6 +21,8 @@ const (
 	exitUnreachable = 3
 	exitUnsupported = 4
 	exitDuplicate   = 5
+	// exitInterrupted is the shell's code for a command ended by SIGINT.
+	exitInterrupted = 130
 )
 
 // urlEnv is the environment variable holding the broker URL when --url is
@@ -84,6 +86,10 @@ func run(ctx context.Context, args []string, e env) int {
 		return exitOK
 	}
 	code := exitCode(err)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		fmt.Fprintln(e.stderr, "fila: interrupted")
+		return exitInterrupted
+	}
 	if !started && code == exitError {
 		// Cobra failed before any command ran: an unknown command, a missing
 		// required flag or a wrong number of arguments.
@@ -139,7 +145,8 @@ The broker URL comes from --url or the FILA_URL environment variable:
   mongodb://host:27017/db        mem:// (in-process; only useful in tests)
 
 Exit codes: 0 ok, 1 operation failed, 2 usage or invalid input, 3 broker
-unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key.`,
+unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
+130 interrupted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
