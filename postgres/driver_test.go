@@ -118,6 +118,13 @@ func TestOpenURLParameters(t *testing.T) {
 		}
 	})
 
+	t.Run("unreachable server is retryable", func(t *testing.T) {
+		_, err := fila.Open(ctx, "postgres://postgres@127.0.0.1:1/test?connect_timeout=2&sslmode=disable")
+		if !postgres.IsRetryable(err) {
+			t.Errorf("Open of a closed port: want a retryable error, got %v", err)
+		}
+	})
+
 	t.Run("migrate at open", func(t *testing.T) {
 		s := freshSchema(t, pool)
 		c, err := fila.Open(ctx, driverURL(t, map[string]string{"fila_schema": s, "fila_migrate": "true"}))
