@@ -392,3 +392,54 @@ func TestOpenURLParameters(t *testing.T) {
 		t.Errorf("Open with a password and a bad parameter = %v", err)
 	}
 }
+
+// AckBatch across two queues and past one script call's limit (1000 refs)
+// settles every current receipt and reports the stale one alone.
+func TestAckBatchAcrossQueuesAndChunks(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t, redis.Options{})
+	ctx := testCtx(t)
+	msgs := make([]fila.Message, 1100)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "bulk"}
+	}
+	if _, err := c.EnqueueBatch(ctx, "bulk", msgs); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, c, "other", fila.Message{Kind: "other"})
+	enqueue(t, c, "other", fila.Message{Kind: "stale"})
+	var all []*fila.Delivery
+	for len(all) < 1100 {
+		all = append(all, receive(t, c, "bulk", fila.ReceiveParams{Max: 1000, Lease: time.Minute})...)
+	}
+	all = append(all, receive(t, c, "other", fila.ReceiveParams{Max: 1, Lease: time.Minute})...)
+	stale := receive(t, c, "other", fila.ReceiveParams{Max: 1, Lease: time.Minute})[0]
+	if err := stale.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh := receive(t, c, "other", fila.ReceiveParams{Max: 1, Lease: time.Minute})[0]
+
+	err := c.AckBatch(ctx, append(all, stale))
+	if !errors.Is(err, fila.ErrLeaseLost) {
+		t.Fatalf("AckBatch with one stale delivery = %v, want ErrLeaseLost", err)
+	}
+	if n := strings.Count(err.Error(), "lease lost"); n != 1 {
+		t.Errorf("%d lease-lost errors in %v, want 1", n, err)
+	}
+	for _, q := range []string{"bulk", "other"} {
+		st, err := c.QueueStats(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(0)
+		if q == "other" {
+			want = 1 // fresh is still leased
+		}
+		if st.Ready != 0 || st.Leased != want {
+			t.Errorf("%s after AckBatch: %+v, want leased %d and nothing ready", q, st, want)
+		}
+	}
+	if err := fresh.Ack(ctx); err != nil {
+		t.Errorf("the current holder's Ack: %v", err)
+	}
+}

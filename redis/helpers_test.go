@@ -15,13 +15,16 @@ import (
 	"github.com/fila-go/fila/redis"
 )
 
-// testPrefix returns a fresh key prefix and deletes every key under it when
-// the test ends.
+// testPrefix returns a fresh key prefix and, when c is not nil, deletes every
+// key under it when the test ends.
 func testPrefix(t testing.TB, c goredis.UniversalClient) string {
 	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	prefix := "filatest-" + hex.EncodeToString(b)
+	if c == nil {
+		return prefix
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

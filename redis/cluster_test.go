@@ -1,0 +1,76 @@
+package redis_test
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/conformance"
+	"github.com/fila-go/fila/redis"
+)
+
+// clusterEnv is the variable naming a Redis Cluster for TestConformanceCluster,
+// for example
+// redis://127.0.0.1:7101?fila_mode=cluster&addr=127.0.0.1:7102&addr=127.0.0.1:7103.
+const clusterEnv = "FILA_TEST_REDIS_CLUSTER_URL"
+
+// TestConformanceCluster runs the contract suite against a Redis Cluster, when
+// one is named by FILA_TEST_REDIS_CLUSTER_URL: every script must touch one
+// slot (a CROSSSLOT error would fail it).
+func TestConformanceCluster(t *testing.T) {
+	raw := os.Getenv(clusterEnv)
+	if raw == "" {
+		t.Skipf("%s is not set (no Redis Cluster to test against)", clusterEnv)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del("fila_mode")
+	cu := *u
+	cu.RawQuery = q.Encode()
+	opt, err := goredis.ParseClusterURL(cu.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := goredis.NewClusterClient(opt)
+	t.Cleanup(func() { admin.Close() })
+	prefix := testPrefix(t, nil)
+	t.Cleanup(func() { deleteClusterKeys(t, admin, prefix) })
+	durl := driverURL(t, raw, map[string]string{"fila_prefix": prefix})
+	conformance.Run(t, conformance.Harness{
+		Open: func(ctx context.Context) (backend.Driver, error) {
+			u, err := url.Parse(durl)
+			if err != nil {
+				return nil, err
+			}
+			return redis.Open(ctx, u)
+		},
+		Missing: map[conformance.Feature]string{
+			conformance.FeatureTxEnqueue: "Redis has no transaction a caller can share with the queue",
+		},
+		WakeupBound:     time.Second,
+		RedeliveryBound: 2 * time.Second,
+	})
+}
+
+func deleteClusterKeys(t *testing.T, c *goredis.ClusterClient, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error {
+		iter := n.Scan(ctx, 0, "{"+prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			n.Del(ctx, iter.Val())
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+	}
+}
