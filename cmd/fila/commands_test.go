@@ -147,6 +147,16 @@ func TestDeadListAndShow(t *testing.T) {
 			t.Errorf("one page expected:\n%s", out)
 		}
 
+		// Stats count them, per kind where the driver can.
+		out = ok(t, "", "--url", url, "stats", q)
+		wantKinds := `\s3\s+-\s+a=2 b=1\s*$`
+		if b.instanceStats {
+			wantKinds = `\s3\s+-\s+n/a\s*$`
+		}
+		if !regexp.MustCompile(wantKinds).MatchString(strings.Split(strings.TrimSpace(out), "\n")[1]) {
+			t.Errorf("stats with dead letters: want %s in\n%s", wantKinds, out)
+		}
+
 		// Filter by kind.
 		out = ok(t, "", "--url", url, "dead", "list", "-q", q, "--kind", "b")
 		if !strings.Contains(out, ids[2]) || strings.Contains(out, ids[0]) || strings.Contains(out, ids[1]) {
