@@ -125,6 +125,21 @@ func TestOpenURLParameters(t *testing.T) {
 		}
 	})
 
+	t.Run("MigrateURL", func(t *testing.T) {
+		s := freshSchema(t, pool)
+		if err := postgres.MigrateURL(ctx, driverURL(t, map[string]string{"fila_schema": s, "fila_listen": "false"})); err != nil {
+			t.Fatalf("MigrateURL: %v", err)
+		}
+		c, err := fila.Open(ctx, driverURL(t, map[string]string{"fila_schema": s}))
+		if err != nil {
+			t.Fatalf("Open after MigrateURL: %v", err)
+		}
+		c.Close()
+		if err := postgres.MigrateURL(ctx, driverURL(t, map[string]string{"fila_nope": "1"})); !errors.Is(err, fila.ErrInvalid) {
+			t.Errorf("MigrateURL with an unknown fila_ parameter: want ErrInvalid, got %v", err)
+		}
+	})
+
 	t.Run("migrate at open", func(t *testing.T) {
 		s := freshSchema(t, pool)
 		c, err := fila.Open(ctx, driverURL(t, map[string]string{"fila_schema": s, "fila_migrate": "true"}))

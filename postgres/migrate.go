@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -157,3 +158,29 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 
 // quoteIdent quotes a validated identifier.
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// MigrateURL runs Migrate on the server and schema a postgres:// URL names
+// (fila_schema, default "fila"), for tools such as a CLI's migrate command.
+// Other fila_ parameters are accepted and ignored; pgx's own parameters
+// configure the connection.
+func MigrateURL(ctx context.Context, rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return backend.Invalidf("postgres URL: %v", err)
+	}
+	o, connString, err := parseURL(u)
+	if err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return backend.Invalidf("postgres URL: %v", err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return mapErr(ctx, "migrate", err)
+	}
+	defer pool.Close()
+	return Migrate(ctx, pool, o.Schema)
+}
