@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -34,30 +35,31 @@ func TestWorkerRedis(t *testing.T) {
 func urlOpener(raw string, params map[string]string) func(t *testing.T) *fila.Client {
 	return func(t *testing.T) *fila.Client {
 		t.Helper()
-		u, err := url.Parse(raw)
+		c, err := openURL(raw, params)
 		if err != nil {
-			t.Fatalf("test URL: %v", err)
-		}
-		q := u.Query()
-		for k, v := range params {
-			q.Set(k, v)
-		}
-		u.RawQuery = q.Encode()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := fila.Open(ctx, u.String())
-		if err != nil {
-			t.Fatalf("open %s: %v", fila.Redact(u.String()), err)
+			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
 }
 
-func TestWorkerRabbitMQ(t *testing.T) {
-	runWorkerTests(t, urlOpener(testenv.RabbitMQURL(t), nil))
-}
-
-func TestWorkerMongo(t *testing.T) {
-	runWorkerTests(t, urlOpener(testenv.MongoURL(t), nil))
+// openURL opens raw with extra query parameters.
+func openURL(raw string, params map[string]string) (*fila.Client, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("test URL: %w", err)
+	}
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := fila.Open(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", fila.Redact(u.String()), err)
+	}
+	return c, nil
 }

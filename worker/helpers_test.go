@@ -36,10 +36,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// queueName returns a queue name unique to this test run.
-func queueName(t *testing.T) string {
+func randomSuffix() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// queueName returns a queue name unique to this test run.
+func queueName(t *testing.T) string {
 	name := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
 			return r
@@ -49,7 +53,7 @@ func queueName(t *testing.T) string {
 	if len(name) > 80 {
 		name = name[len(name)-80:]
 	}
-	return "w-" + strings.Trim(name, "-") + "-" + hex.EncodeToString(b[:])
+	return "w-" + strings.Trim(name, "-") + "-" + randomSuffix()
 }
 
 // newQueue returns a fresh queue name whose dead letters are purged at the

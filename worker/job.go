@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -132,42 +133,60 @@ func (w *Worker) logEnd(log *slog.Logger, ev JobEvent) {
 
 // heartbeat extends d's lease every Config.Heartbeat while the job runs. It
 // stops when ctx ends (timeout, shutdown, lost lease) or when the returned
-// function is called, which waits for it. onLost runs when the lease is lost.
+// function is called, which waits for an extension in progress. onLost runs
+// when the lease is lost. It uses a timer, not a goroutine, so short jobs
+// cost no heartbeat at all.
 func (w *Worker) heartbeat(ctx context.Context, d *fila.Delivery, log *slog.Logger, onLost func()) (stop func()) {
 	every := w.cfg.Heartbeat
 	if every <= 0 {
 		return func() {}
 	}
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(every, settleTimeout))
-			err := d.Extend(ectx, w.cfg.Lease)
-			cancel()
-			switch {
-			case err == nil:
-			case errors.Is(err, fila.ErrLeaseLost):
-				log.Warn("fila worker: lease lost during the job; cancelling it")
-				onLost()
-				return
-			case errors.Is(err, fila.ErrClosed):
-				return
-			default:
-				log.Warn("fila worker: extending the lease failed; trying again", slog.Any("error", err))
-			}
+	var (
+		mu       sync.Mutex
+		stopped  bool
+		inflight sync.WaitGroup
+		timer    *time.Timer
+	)
+	fire := func() {
+		mu.Lock()
+		if stopped || ctx.Err() != nil {
+			mu.Unlock()
+			return
 		}
-	}()
-	return func() { close(quit); <-done }
+		inflight.Add(1)
+		mu.Unlock()
+		defer inflight.Done()
+
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(every, settleTimeout))
+		err := d.Extend(ectx, w.cfg.Lease)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, fila.ErrLeaseLost):
+			log.Warn("fila worker: lease lost during the job; cancelling it")
+			onLost()
+			return
+		case errors.Is(err, fila.ErrClosed):
+			return
+		default:
+			log.Warn("fila worker: extending the lease failed; trying again", slog.Any("error", err))
+		}
+		mu.Lock()
+		if !stopped {
+			timer.Reset(every)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	timer = time.AfterFunc(every, fire)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		mu.Unlock()
+		inflight.Wait()
+	}
 }
 
 // call runs h, turning a panic into a *PanicError.
