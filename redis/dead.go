@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -37,6 +38,9 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 	k := d.keys(queue)
 	start := "-"
 	if p.Cursor != "" {
+		if !validStreamID(p.Cursor) {
+			return backend.DeadPage{}, backend.Invalidf("dead-letter cursor %.40q is not one this driver returned", p.Cursor)
+		}
 		start = "(" + p.Cursor
 	}
 	var page backend.DeadPage
@@ -149,4 +153,15 @@ func (d *Driver) DeadPurge(ctx context.Context, queue string, f backend.DeadFilt
 		return nil
 	})
 	return total, err
+}
+
+// validStreamID reports whether s looks like a stream id ("<ms>-<seq>").
+func validStreamID(s string) bool {
+	ms, seq, ok := strings.Cut(s, "-")
+	if !ok {
+		return false
+	}
+	_, err1 := strconv.ParseUint(ms, 10, 64)
+	_, err2 := strconv.ParseUint(seq, 10, 64)
+	return err1 == nil && err2 == nil
 }

@@ -23,7 +23,14 @@
 // "fila"), a hash of lease records (stream id → token, attempt, message id,
 // dedup key), a sorted set of lease deadlines, a sorted set of delayed
 // messages by run-at with a hash of their payloads, a hash of dedup keys, the
-// dead-letter stream and a hash of dead-letter counts per kind.
+// dead-letter stream and a hash of dead-letter counts per kind. The lease hash
+// and the two sorted sets keep one permanent padding member (72 '~'
+// characters, score +inf), longer than the listpack limits, so Redis keeps
+// them in their hashtable and skiplist encodings: in the compact encoding
+// each batched insert or delete would rescan the whole key. A stream entry
+// has two fields, the message id and a payload Go packs (kind, enqueue time,
+// max attempts, headers, body), plus the dedup key, attempts so far and last
+// error when there are any.
 //
 // # Delivery semantics
 //
