@@ -124,7 +124,10 @@ func TestSchemaUp(t *testing.T) {
 			}
 		})
 		// Before: the schema is missing; commands say what to do.
-		fails(t, 2, "is at version 0", "", "--url", u, "stats", "q")
+		r := fails(t, 2, "is at version 0", "", "--url", u, "stats", "q")
+		if !strings.Contains(r.stderr, "Run 'fila schema up'") {
+			t.Errorf("no hint to run fila schema up: %q", r.stderr)
+		}
 		for range 2 { // the second run changes nothing
 			out := ok(t, "", "--url", u, "schema", "up")
 			if !regexp.MustCompile(`postgres: schema "` + schema + `" is at version [1-9]`).MatchString(out) {

@@ -51,6 +51,9 @@ type app struct {
 type exitErr struct {
 	code int
 	err  error
+	// usage marks a misuse of the command line, answered with a pointer to
+	// --help.
+	usage bool
 }
 
 func (e *exitErr) Error() string { return e.err.Error() }
@@ -58,7 +61,7 @@ func (e *exitErr) Unwrap() error { return e.err }
 
 // usagef returns a usage error (exit code 2).
 func usagef(format string, args ...any) error {
-	return &exitErr{code: exitUsage, err: fmt.Errorf(format, args...)}
+	return &exitErr{code: exitUsage, err: fmt.Errorf(format, args...), usage: true}
 }
 
 // run runs the fila command with args and returns its exit code. Errors are
@@ -96,7 +99,8 @@ func run(ctx context.Context, args []string, e env) int {
 		code = exitUsage
 	}
 	fmt.Fprintf(e.stderr, "fila: %s\n", strings.TrimPrefix(err.Error(), "fila: "))
-	if code == exitUsage {
+	var ee *exitErr
+	if !started || errors.As(err, &ee) && ee.usage {
 		fmt.Fprintln(e.stderr, "Run 'fila --help' for usage.")
 	}
 	return code
@@ -152,7 +156,7 @@ unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
 	}
 	root.PersistentFlags().StringVar(&a.url, "url", "", "broker URL (default $"+urlEnv+")")
 	root.PersistentFlags().DurationVar(&a.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the broker to answer")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{code: exitUsage, err: err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{code: exitUsage, err: err, usage: true} })
 	root.AddCommand(newStatsCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a))
 	return root
 }
@@ -199,6 +203,9 @@ func (a *app) connectErr(ctx, octx context.Context, raw string, err error) error
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case errors.Is(err, fila.ErrInvalid) && strings.Contains(err.Error(), "this Fila needs version"):
+		// The PostgreSQL schema is missing or old.
+		return &exitErr{code: exitUsage, err: fmt.Errorf("%w\nRun 'fila schema up' to create or upgrade it.", err)}
 	case errors.Is(err, fila.ErrInvalid):
 		return &exitErr{code: exitUsage, err: err}
 	case octx.Err() != nil:
