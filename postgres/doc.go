@@ -79,9 +79,10 @@
 // schema with the queue name as payload, in the enqueueing transaction, so
 // receivers wake only when the messages are committed. Each driver instance
 // keeps one dedicated LISTEN connection (not from the pool, opened on the
-// first Receive) that reconnects with backoff and wakes the receives blocked
-// on the notified queue; measured wake-up latency on the test machine is a
-// few milliseconds. A blocked receive also wakes at its queue's next run-at
+// first Receive) that reconnects with backoff and wakes a receive blocked on
+// the notified queue: one receive per notification, which passes the wake-up
+// on when it claimed a full batch, so blocked receives do not stampede.
+// Measured wake-up latency on the test machine is a few milliseconds. A blocked receive also wakes at its queue's next run-at
 // or lease deadline, so delayed, retried and expired messages are claimed on
 // time, and every PollInterval (30s) as a safety net; while the LISTEN
 // connection is down it polls every second.

@@ -79,6 +79,8 @@ type Driver struct {
 	// sleeping counts receives waiting for a wake-up (for tests and
 	// diagnostics).
 	sleeping atomic.Int64
+	// claims counts claim statements run (for tests and diagnostics).
+	claims atomic.Int64
 }
 
 var (

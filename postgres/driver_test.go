@@ -573,3 +573,58 @@ func TestRetryWakesOtherReceivers(t *testing.T) {
 		t.Fatal("a receive blocked until the old lease deadline did not see the release")
 	}
 }
+
+// TestNotificationWakesOneReceive: with many receives of one driver blocked
+// on a queue, one enqueued message costs a couple of claims, not one per
+// blocked receive; a burst of messages still reaches every receive.
+func TestNotificationWakesOneReceive(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	drv := newDriver(t, pool, postgres.Options{Schema: schema})
+	c := newClient(t, drv)
+	ctx := ctxT(t, 30*time.Second)
+	q := "herd-" + randHex(4)
+	const n = 10
+	got := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 1})
+			if err == nil {
+				err = c.AckBatch(ctx, ds)
+			}
+			got <- err
+		}()
+	}
+	waitFor(t, 10*time.Second, "all receives to block", func() bool {
+		return postgres.Sleeping(drv) == n && postgres.ListenerUp(drv)
+	})
+	before := postgres.Claims(drv)
+	if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the others to sleep again", func() bool { return postgres.Sleeping(drv) == n-1 })
+	if claims := postgres.Claims(drv) - before; claims > 3 {
+		t.Errorf("one message cost %d claims with %d blocked receives; want at most 3", claims, n)
+	}
+	// A burst wakes them all.
+	msgs := make([]fila.Message, n-1)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "burst"}
+	}
+	if _, err := c.EnqueueBatch(ctx, q, msgs); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n-1; i++ {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("only %d of %d receives got a message of the burst", i, n-1)
+		}
+	}
+}

@@ -10,3 +10,6 @@ func Sleeping(d *Driver) int64 { return d.sleeping.Load() }
 
 // ChannelName is the notification channel of a schema.
 var ChannelName = channelName
+
+// Claims returns how many claim statements d has run.
+func Claims(d *Driver) int64 { return d.claims.Load() }

@@ -16,72 +16,93 @@ import (
 // connection is down, so a lost notification costs at most this long.
 const listenerDownPoll = time.Second
 
-// waiters fans wake-ups out to the receives blocked on each queue. A receive
-// takes its queue's channel before it claims; a notification closes the
-// channel (and installs a fresh one), so a wake-up that arrives between an
-// empty claim and the wait is never lost.
+// waiters hands wake-ups to the receives of each queue. A notification
+// wakes one receive, not all of them: the one that waited longest among those
+// without a pending wake-up. A receive that claims a full batch, or leaves
+// without using a wake-up it got, passes one on, so a burst of messages
+// wakes as many receives as it needs, one claim after another, and a single
+// message costs one claim however many receives wait. A receive registers
+// before it claims, so a wake-up that arrives between an empty claim and the
+// wait stays pending in its channel and is never lost.
 type waiters struct {
 	mu sync.Mutex
-	m  map[string]*waitSet
-	// listening is 1 while the LISTEN connection is up.
+	m  map[string][]*waiter
+	// listening is true while the LISTEN connection is up.
 	listening atomic.Bool
 }
 
-type waitSet struct {
+// waiter is one registered receive; ch holds at most one pending wake-up.
+type waiter struct {
 	ch chan struct{}
-	n  int
 }
 
-func (w *waiters) init() { w.m = map[string]*waitSet{} }
+func (w *waiters) init() { w.m = map[string][]*waiter{} }
 
-// join registers a receive blocked on queue; call leave when it returns.
-func (w *waiters) join(queue string) {
+// join registers a receive of queue; call leave when it returns.
+func (w *waiters) join(queue string) *waiter {
+	wt := &waiter{ch: make(chan struct{}, 1)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ws := w.m[queue]
-	if ws == nil {
-		ws = &waitSet{ch: make(chan struct{})}
-		w.m[queue] = ws
+	w.m[queue] = append(w.m[queue], wt)
+	return wt
+}
+
+// leave deregisters wt. A wake-up it holds unused, or passOn (it claimed a
+// full batch, so more may wait), wakes another receive of the queue.
+func (w *waiters) leave(queue string, wt *waiter, passOn bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	list := w.m[queue]
+	for i, x := range list {
+		if x == wt {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
 	}
-	ws.n++
+	if len(list) == 0 {
+		delete(w.m, queue)
+		return
+	}
+	w.m[queue] = list
+	select {
+	case <-wt.ch:
+		passOn = true
+	default:
+	}
+	if passOn {
+		w.wakeOneLocked(list)
+	}
 }
 
-func (w *waiters) leave(queue string) {
+// wake wakes one receive of queue.
+func (w *waiters) wake(queue string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ws := w.m[queue]; ws != nil {
-		ws.n--
-		if ws.n == 0 {
-			delete(w.m, queue)
+	w.wakeOneLocked(w.m[queue])
+}
+
+func (w *waiters) wakeOneLocked(list []*waiter) {
+	for _, wt := range list {
+		select {
+		case wt.ch <- struct{}{}:
+			return
+		default: // already has a wake-up pending; try the next one
 		}
 	}
 }
 
-// channel returns the channel the next wake-up of queue closes.
-func (w *waiters) channel(queue string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.m[queue].ch
-}
-
-// wake wakes every receive blocked on queue.
-func (w *waiters) wake(queue string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ws := w.m[queue]; ws != nil {
-		close(ws.ch)
-		ws.ch = make(chan struct{})
-	}
-}
-
-// wakeAll wakes every blocked receive (after the LISTEN connection came
-// back, when notifications may have been missed).
+// wakeAll wakes every receive (after the LISTEN connection came back, when
+// notifications may have been missed).
 func (w *waiters) wakeAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, ws := range w.m {
-		close(ws.ch)
-		ws.ch = make(chan struct{})
+	for _, list := range w.m {
+		for _, wt := range list {
+			select {
+			case wt.ch <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 

@@ -27,19 +27,25 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 	if d.listen {
 		d.startListener()
 	}
-	d.waiters.join(queue)
-	defer d.waiters.leave(queue)
+	wt := d.waiters.join(queue)
+	passOn := false
+	defer func() { d.waiters.leave(queue, wt, passOn) }()
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	woken := false
 	for {
-		wake := d.waiters.channel(queue)
 		ds, err := d.claim(ctx, d.q.claim, queue, p, false)
-		if err != nil || len(ds) > 0 {
-			return ds, err
+		if err != nil {
+			passOn = woken // let another receive use the wake-up
+			return nil, err
+		}
+		if len(ds) > 0 {
+			passOn = len(ds) == p.Max // more may be waiting
+			return ds, nil
 		}
 		wait, err := d.nextWait(ctx, queue)
 		if err != nil {
@@ -51,6 +57,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			timer.Reset(wait)
 		}
 		d.sleeping.Add(1)
+		woken = false
 		select {
 		case <-ctx.Done():
 			d.sleeping.Add(-1)
@@ -58,7 +65,8 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		case <-d.done:
 			d.sleeping.Add(-1)
 			return nil, backend.ErrClosed
-		case <-wake:
+		case <-wt.ch:
+			woken = true
 		case <-timer.C:
 		}
 		d.sleeping.Add(-1)
@@ -74,6 +82,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 // claim runs a claim statement once. Its last column is the row's due time
 // before the claim; early (ReceiveDelayed) deliveries report it as RunAt.
 func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.ReceiveParams, early bool) ([]backend.Delivery, error) {
+	d.claims.Add(1)
 	rows, err := d.pool.Query(ctx, sql, queue, p.Max, p.Lease.Microseconds())
 	if err != nil {
 		return nil, mapErr(ctx, "receive", err)
