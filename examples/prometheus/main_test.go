@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/worker"
 )
 
@@ -26,12 +28,26 @@ import (
 // three metrics with the right values: the oldest ready age, dead letters
 // per kind, and the run-time histogram per kind.
 func TestMetricsEndpoint(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testMetricsEndpoint(t, "mem://", "memory") })
+	t.Run("postgres", func(t *testing.T) {
+		u, err := neturl.Parse(testenv.PostgresURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("fila_migrate", "true")
+		u.RawQuery = q.Encode()
+		testMetricsEndpoint(t, u.String(), "postgres")
+	})
+}
+
+func testMetricsEndpoint(t *testing.T, url, system string) {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	queue := "prom_" + hex.EncodeToString(b)
 	ctx := context.Background()
 	a, err := newApp(ctx, config{
-		url: "mem://" + queue, queue: queue, poll: time.Hour, // the test polls itself
+		url: url, queue: queue, poll: time.Hour, // the test polls itself
 		backoff: worker.ConstantBackoff(10 * time.Millisecond),
 		logger:  slog.New(slog.DiscardHandler),
 	})
@@ -73,11 +89,23 @@ func TestMetricsEndpoint(t *testing.T) {
 	if _, err := a.client.Enqueue(ctx, queue, fila.Message{Kind: "email.send", RunAt: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		ds, err := a.client.Receive(ctx, queue, fila.ReceiveParams{Max: 10})
+		if err == nil {
+			err = a.client.AckBatch(ctx, ds)
+		}
+		if _, perr := a.client.DeadPurge(ctx, queue, fila.DeadFilter{}); err == nil {
+			err = perr
+		}
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}()
 	if err := a.obs.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	fams := scrape(t, srv.URL)
-	dest := map[string]string{"messaging_destination_name": queue, "messaging_system": "memory"}
+	dest := map[string]string{"messaging_destination_name": queue, "messaging_system": system}
 
 	// 1. Oldest ready age.
 	age := find(t, fams, "fila_queue_oldest_ready_age_seconds", dest)
