@@ -190,67 +190,9 @@ if #due > 0 then
   end
 end
 
--- (b) take over deliveries whose own deadline has passed
-local exp = redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, want)
-if #exp > 0 then
-  local got = {}
-  local cl = redis.pcall('XCLAIM', KS, g, c, 0, unpack(exp))
-  if not is_err(cl) then
-    for _, e in ipairs(cl) do got[e[1]] = e[2] end
-  end
-  for _, sid in ipairs(exp) do
-    local r = redis.call('HGET', KL, sid)
-    if not r then
-      redis.call('ZREM', KX, sid)
-    else
-      local _, att, mid, dedup = rec_parse(r)
-      local fields = got[sid]
-      if fields then
-        give(sid, fields, att + 1, mid, dedup)
-      else
-        -- Not claimable: the entry was deleted (the message is gone), or the
-        -- group lost its pending entry (re-add the entry so it is not lost).
-        local e = redis.call('XRANGE', KS, sid, sid)
-        if #e > 0 then
-          ensure(g)
-          redis.call('XADD', KS, '*', unpack(requeue(e[1][2], att, '')))
-          drop(g, sid)
-        else
-          lost_entry(g, sid, mid, dedup)
-        end
-      end
-    end
-  end
-end
-
--- (c) new entries
-local left = want - seq
-if left > 0 and redis.call('EXISTS', KS) == 1 then
-  local r = redis.pcall('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
-  if is_err(r) then
-    if string.find(r.err, 'NOGROUP', 1, true) then
-      redis.call('XGROUP', 'CREATE', KS, g, '0')
-      r = redis.call('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
-    else
-      return redis.error_reply(r.err)
-    end
-  end
-  if r then
-    for _, e in ipairs(r[1][2]) do
-      local f = e[2]
-      local n, mid, dedup = 0, '', ''
-      for i = 1, #f, 2 do
-        local k = f[i]
-        if k == 'i' then mid = f[i + 1] elseif k == 'u' then dedup = f[i + 1] elseif k == 'n' then n = tonumber(f[i + 1]) end
-      end
-      give(e[1], f, n + 1, mid, dedup)
-    end
-  end
-end
-
--- (d) throttled sweep of the pending list with XAUTOCLAIM: pending entries
+-- (b) throttled sweep of the pending list with XAUTOCLAIM: pending entries
 -- without a lease record (delivered by something else, or whose records were
--- lost) get an expired lease so (b) hands them out again; entries deleted
+-- lost) get an expired lease so (c) hands them out at once; entries deleted
 -- from the stream behind the driver's back lose their lease and dedup key.
 if sweepEvery > 0 and redis.call('EXISTS', KS) == 1 and now >= tonumber(redis.call('HGET', KW, 't') or '0') then
   local cur = redis.call('HGET', KW, 'c') or '0-0'
@@ -288,6 +230,64 @@ if sweepEvery > 0 and redis.call('EXISTS', KS) == 1 and now >= tonumber(redis.ca
           redis.call('XGROUP', 'DELCONSUMER', KS, g, m['name'])
         end
       end
+    end
+  end
+end
+
+-- (c) take over deliveries whose own deadline has passed
+local exp = redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, want)
+if #exp > 0 then
+  local got = {}
+  local cl = redis.pcall('XCLAIM', KS, g, c, 0, unpack(exp))
+  if not is_err(cl) then
+    for _, e in ipairs(cl) do got[e[1]] = e[2] end
+  end
+  for _, sid in ipairs(exp) do
+    local r = redis.call('HGET', KL, sid)
+    if not r then
+      redis.call('ZREM', KX, sid)
+    else
+      local _, att, mid, dedup = rec_parse(r)
+      local fields = got[sid]
+      if fields then
+        give(sid, fields, att + 1, mid, dedup)
+      else
+        -- Not claimable: the entry was deleted (the message is gone), or the
+        -- group lost its pending entry (re-add the entry so it is not lost).
+        local e = redis.call('XRANGE', KS, sid, sid)
+        if #e > 0 then
+          ensure(g)
+          redis.call('XADD', KS, '*', unpack(requeue(e[1][2], att, '')))
+          drop(g, sid)
+        else
+          lost_entry(g, sid, mid, dedup)
+        end
+      end
+    end
+  end
+end
+
+-- (d) new entries
+local left = want - seq
+if left > 0 and redis.call('EXISTS', KS) == 1 then
+  local r = redis.pcall('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
+  if is_err(r) then
+    if string.find(r.err, 'NOGROUP', 1, true) then
+      redis.call('XGROUP', 'CREATE', KS, g, '0')
+      r = redis.call('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
+    else
+      return redis.error_reply(r.err)
+    end
+  end
+  if r then
+    for _, e in ipairs(r[1][2]) do
+      local f = e[2]
+      local n, mid, dedup = 0, '', ''
+      for i = 1, #f, 2 do
+        local k = f[i]
+        if k == 'i' then mid = f[i + 1] elseif k == 'u' then dedup = f[i + 1] elseif k == 'n' then n = tonumber(f[i + 1]) end
+      end
+      give(e[1], f, n + 1, mid, dedup)
     end
   end
 end
