@@ -197,7 +197,7 @@ func TestConcurrentMigrations(t *testing.T) {
 	if _, err := base.Exec(ctx, "DROP INDEX "+schema+".messages_early; ALTER TABLE "+schema+".messages DROP COLUMN run_at; DELETE FROM "+schema+".schema_migrations WHERE version > 1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := postgres.New(ctx, base, postgres.Options{Schema: schema}); !errors.Is(err, fila.ErrInvalid) || !strings.Contains(err.Error(), "version 1") {
+	if _, err := postgres.New(ctx, base, postgres.Options{Schema: schema}); !errors.Is(err, fila.ErrInvalid) || !errors.Is(err, postgres.ErrNotMigrated) || !strings.Contains(err.Error(), "version 1") {
 		t.Errorf("New on a version-1 schema: want ErrInvalid naming version 1, got %v", err)
 	}
 	if err := postgres.Migrate(ctx, base, schema); err != nil {

@@ -133,10 +133,15 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	return nil
 }
 
+// ErrNotMigrated reports that the schema is missing or older than
+// SchemaVersion; the error also matches fila.ErrInvalid. Run Migrate (the
+// CLI's "fila schema up"), or open with fila_migrate=true.
+var ErrNotMigrated = errors.New("fila/postgres: schema not migrated")
+
 // errNotMigrated explains how to create the schema.
 func errNotMigrated(schema string, have int) error {
-	return fmt.Errorf("%w: PostgreSQL schema %q is at version %d, this Fila needs version %d: run postgres.Migrate (or the fila CLI's migrate command), or add fila_migrate=true to the URL (Options.Migrate) to migrate at open",
-		backend.ErrInvalid, schema, have, SchemaVersion())
+	return fmt.Errorf("%w: %w: PostgreSQL schema %q is at version %d, this Fila needs version %d: run 'fila schema up' or postgres.Migrate, or add fila_migrate=true to the URL (Options.Migrate) to migrate at open",
+		backend.ErrInvalid, ErrNotMigrated, schema, have, SchemaVersion())
 }
 
 // checkSchema verifies the schema has been migrated far enough.
