@@ -33,6 +33,8 @@ func BenchmarkWorker(b *testing.B) {
 		}},
 		{"postgres", benchOpener(testenv.PostgresEnv, map[string]string{"fila_migrate": "true"})},
 		{"redis", benchOpener(testenv.RedisEnv, nil)},
+		{"rabbitmq", benchOpener(testenv.RabbitMQEnv, nil)},
+		{"mongo", benchOpener(testenv.MongoEnv, nil)},
 	}
 	for _, drv := range drivers {
 		for _, conc := range []int{1, 16} {

@@ -30,6 +30,14 @@ func TestWorkerRedis(t *testing.T) {
 	runWorkerTests(t, urlOpener(testenv.RedisURL(t), map[string]string{"fila_block": "100ms"}))
 }
 
+func TestWorkerRabbitMQ(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.RabbitMQURL(t), nil))
+}
+
+func TestWorkerMongo(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.MongoURL(t), nil))
+}
+
 // urlOpener returns an open function for runWorkerTests that opens raw with
 // extra query parameters.
 func urlOpener(raw string, params map[string]string) func(t *testing.T) *fila.Client {

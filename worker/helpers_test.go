@@ -401,7 +401,7 @@ func (h *hookDriver) DedupKeys() bool {
 	return ok && d.DedupKeys()
 }
 
-// counter is a max-tracking gauge.
+// gauge tracks a current value and its peak.
 type gauge struct {
 	cur, peak atomic.Int64
 }
