@@ -153,7 +153,7 @@ func makeReceipt(sid, token string) string { return sid + "/" + token }
 
 func parseReceipt(r string) (sid, token string, ok bool) {
 	sid, token, ok = strings.Cut(r, "/")
-	return sid, token, ok && sid != "" && token != ""
+	return sid, token, ok && sid != "" && token != "" && !strings.ContainsRune(token, '\n')
 }
 
 // msTime converts Unix milliseconds to a time.

@@ -443,3 +443,40 @@ func TestAckBatchAcrossQueuesAndChunks(t *testing.T) {
 		t.Errorf("the current holder's Ack: %v", err)
 	}
 }
+
+// A binary body and headers survive the delayed set (msgpack in Lua) on
+// enqueue and on retry, with attempts and the last error carried along.
+func TestBinaryThroughDelayedSet(t *testing.T) {
+	e := newEnv(t)
+	const q = "binary"
+	c := e.client(t, redis.Options{})
+	ctx := testCtx(t)
+	body := make([]byte, 512)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	h := map[string]string{"trace": "t-1", "ünï": "cödé\t"}
+	id := enqueue(t, c, q, fila.Message{Kind: "bin", Body: body, Headers: h, Delay: 20 * time.Millisecond, MaxAttempts: 7})
+	check := func(d *fila.Delivery, attempt int, lastErr string) {
+		t.Helper()
+		if d.ID != id || d.Kind != "bin" || string(d.Body) != string(body) || d.MaxAttempts != 7 ||
+			d.Attempt != attempt || d.LastError != lastErr || len(d.Headers) != 2 || d.Headers["ünï"] != h["ünï"] || d.Headers["trace"] != "t-1" {
+			t.Fatalf("delivery %+v, want attempt %d, last error %q and the original message", d, attempt, lastErr)
+		}
+	}
+	ds := receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+	check(ds[0], 1, "")
+	if err := ds[0].Retry(ctx, 20*time.Millisecond, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	ds = receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+	check(ds[0], 2, "boom")
+	if err := ds[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ds = receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+	check(ds[0], 3, "boom")
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
