@@ -149,24 +149,24 @@ func claimUpdate(receipt string, now time.Time, lease time.Duration) bson.D {
 	}
 }
 
-// claimMany claims up to p.Max messages in three round trips whatever
-// p.Max: find the ids of the first claimable messages, claim those still
-// claimable with one updateMany (each document's update is atomic and
-// re-checks the filter), and read back the ones this call leased (by id and
-// this call's receipt). Receipts are unique per call; a ref also names the
-// message id, so fencing stays per message.
+// claimMany claims up to p.Max messages in two round trips whatever p.Max:
+// read the first claimable messages, then claim them with one updateMany
+// whose filter names each by id and attempt count and re-checks that it is
+// still claimable (each document's update is atomic). A message claimed by
+// someone else in between has another attempt count or due time and is
+// skipped. When all were claimed the deliveries are built from the read;
+// otherwise a third round trip reads back those carrying this call's
+// receipt. Receipts are unique per call; a ref also names the message id,
+// so fencing stays per message.
 func (d *Driver) claimMany(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	for try := 0; try < 3; try++ {
 		now := time.Now()
 		filter := claimFilter(queue, now)
-		cur, err := d.msgs.Find(ctx, filter, options.Find().SetSort(claimSort).SetLimit(int64(p.Max)).
-			SetProjection(bson.D{{Key: "_id", Value: 1}}).SetHint(claimIndex))
+		cur, err := d.msgs.Find(ctx, filter, options.Find().SetSort(claimSort).SetLimit(int64(p.Max)).SetHint(claimIndex))
 		if err != nil {
 			return nil, err
 		}
-		var cands []struct {
-			ID string `bson:"_id"`
-		}
+		var cands []msgDoc
 		if err := cur.All(ctx, &cands); err != nil {
 			return nil, err
 		}
@@ -174,19 +174,34 @@ func (d *Driver) claimMany(ctx context.Context, queue string, p backend.ReceiveP
 			return nil, nil
 		}
 		ids := make([]string, len(cands))
-		order := make(map[string]int, len(cands))
-		for i, c := range cands {
-			ids[i] = c.ID
-			order[c.ID] = i
+		which := make(bson.A, len(cands))
+		for i := range cands {
+			ids[i] = cands[i].ID
+			which[i] = bson.D{{Key: "_id", Value: cands[i].ID}, {Key: "a", Value: cands[i].Attempts}}
 		}
 		receipt := newReceipt()
-		upd := append(bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}, filter...)
+		deadline := ceilMS(now.Add(p.Lease))
+		upd := append(bson.D{{Key: "$or", Value: which}}, filter...)
 		res, err := d.msgs.UpdateMany(ctx, upd, claimUpdate(receipt, now, p.Lease))
 		if err != nil {
 			return nil, err
 		}
 		if res.ModifiedCount == 0 {
 			continue // competing consumers took them all; look again
+		}
+		if int(res.ModifiedCount) == len(cands) {
+			out := make([]backend.Delivery, len(cands))
+			for i := range cands {
+				doc := &cands[i]
+				doc.Attempts++
+				doc.Receipt, doc.Due, doc.Leased = receipt, deadline, true
+				out[i] = doc.delivery()
+			}
+			return out, nil
+		}
+		order := make(map[string]int, len(cands))
+		for i, id := range ids {
+			order[id] = i
 		}
 		cur, err = d.msgs.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "r", Value: receipt}})
 		if err != nil {

@@ -154,6 +154,16 @@ func ceilMS(t time.Time) time.Time {
 	return r.UTC()
 }
 
+// dueTime is the stored due time of something asked for at, decided at
+// now: rounded up when it lies in the future (never early), else rounded
+// down (claimable at once, not a delayed message for a moment).
+func dueTime(now, at time.Time) time.Time {
+	if at.After(now) {
+		return ceilMS(at)
+	}
+	return floorMS(at)
+}
+
 // floorMS rounds t down to the millisecond: "now" in claim filters, so a
 // message is never claimed before its due time.
 func floorMS(t time.Time) time.Time { return t.Truncate(time.Millisecond).UTC() }
@@ -209,7 +219,7 @@ func newMsgDoc(queue string, m *backend.Message, now time.Time) *msgDoc {
 		Kind:        m.Kind,
 		Body:        bodyOf(m.Body),
 		Headers:     encodeHeaders(m.Headers),
-		Due:         ceilMS(m.Due(now)),
+		Due:         dueTime(now, m.Due(now)),
 		Attempts:    m.Attempts,
 		MaxAttempts: m.MaxAttempts,
 		DedupKey:    dedupField(queue, m.DedupKey),

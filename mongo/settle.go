@@ -79,7 +79,8 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 // Retry ends the lease and makes the message claimable again at now+delay,
 // keeping reason as its last error (an empty reason keeps the previous).
 func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
-	set := bson.D{{Key: "due", Value: ceilMS(time.Now().Add(delay))}, {Key: "l", Value: false}}
+	now := time.Now()
+	set := bson.D{{Key: "due", Value: dueTime(now, now.Add(delay))}, {Key: "l", Value: false}}
 	if reason != "" {
 		set = append(set, bson.E{Key: "le", Value: reason})
 	}
