@@ -16,5 +16,3 @@ const (
 	KeySweep
 )
 
-// ReceiveSource is the receive script's source, for cost experiments.
-const ReceiveSource = luaPrelude + luaReceive
