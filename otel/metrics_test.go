@@ -264,3 +264,49 @@ func TestObserverErrors(t *testing.T) {
 		t.Errorf("after Close the observer still reports %d metrics", n)
 	}
 }
+
+// TestPanickingJob checks that a panic is recorded (duration with
+// error.type=panic, span in error) and still reaches the worker, which
+// retries the job.
+func TestPanickingJob(t *testing.T) {
+	c := open(t, "mem://"+unique("panic"))
+	q := unique("panic")
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	inst := filaotel.New(c, filaotel.WithMeterProvider(mp))
+	var rec recorder
+	cfg := worker.Config{
+		Queues:   map[string]worker.QueueConfig{q: {Concurrency: 1}},
+		Backoff:  worker.ConstantBackoff(time.Millisecond),
+		OnJobEnd: rec.onEnd,
+		Logger:   quiet,
+	}
+	inst.Instrument(&cfg)
+	w, err := worker.New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.HandleFunc("boom", func(ctx context.Context, d *fila.Delivery) error {
+		if d.Attempt == 1 {
+			panic("boom")
+		}
+		return nil
+	})
+	runWorker(t, w)
+	if _, err := c.Enqueue(context.Background(), q, fila.Message{Kind: "boom"}); err != nil {
+		t.Fatal(err)
+	}
+	ends := rec.wait(t, 2)
+	if ends[0].Outcome != worker.OutcomeRetry || ends[1].Outcome != worker.OutcomeAck {
+		t.Fatalf("outcomes %s, %s; want retry then ack", ends[0].Outcome, ends[1].Outcome)
+	}
+	hist := collect(t, reader)[filaotel.MetricProcessDuration].Data.(metricdata.Histogram[float64])
+	got := map[string]uint64{}
+	for _, dp := range hist.DataPoints {
+		et, _ := dp.Attributes.Value(filaotel.AttrErrorType)
+		got[et.AsString()] += dp.Count
+	}
+	if got["panic"] != 1 || got[""] != 1 || len(got) != 2 {
+		t.Errorf("durations by error.type = %v; want one panic, one success", got)
+	}
+}
