@@ -1,0 +1,231 @@
+// Command bench measures Fila against the raw client of each broker and
+// against River (PostgreSQL) and asynq (Redis), in one run on the same
+// servers, and prints Markdown tables with the ratios. It is its own Go
+// module so the main module never depends on River or asynq. Run it from
+// this directory:
+//
+//	go run . --broker all --scenario all                 # quick preset, ~15 min
+//	go run . --preset full --broker postgres --scenario burn-down
+//
+// See BENCHMARKS.md at the repository root for the scenarios, the exact
+// commands and the latest figures.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type config struct {
+	brokers   []string
+	scenarios []string
+	systems   []string
+
+	enqueueDur   time.Duration
+	burnN        int
+	mongoBurnN   int
+	mongoRates   []float64
+	burnLimit    time.Duration
+	burnConcs    []int
+	rates        []float64
+	latencyDur   time.Duration
+	latencyConc  int
+	susRate      float64
+	susDur       time.Duration
+	susInterval  time.Duration
+	susConc      int
+	susBaselines bool
+
+	pgURL, redisURL, amqpURL, mongoURL string
+	cpuProfile                         string
+}
+
+var allBrokers = []string{"postgres", "redis", "rabbitmq", "mongo"}
+var allScenarios = []string{"enqueue", "burn-down", "latency", "sustained"}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() { progress.run(stopProgress); close(progressDone) }()
+	rep, err := run(ctx, cfg)
+	close(stopProgress)
+	<-progressDone
+	fmt.Print(rep.markdown(cfg))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func getenv(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var cfg config
+	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, all, or a comma-separated list")
+	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, sustained, all, or a comma-separated list")
+	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all")
+	preset := fs.String("preset", "quick", "quick (all brokers in ~15 min) or full (the sizes of issue 11)")
+	fs.DurationVar(&cfg.enqueueDur, "enqueue-duration", 0, "time per enqueue measurement (quick 3s, full 10s)")
+	fs.IntVar(&cfg.burnN, "burn-n", 0, "messages preloaded per burn-down (quick 5000, full 100000)")
+	fs.DurationVar(&cfg.burnLimit, "burn-limit", 0, "longest drain per burn-down; the rate is then done/limit (quick 15s, full 3m)")
+	fs.IntVar(&cfg.mongoBurnN, "mongo-burn-n", 0, "messages preloaded per burn-down on MongoDB/FerretDB (quick 300, full 3000)")
+	mongoRates := fs.String("mongo-rates", "20,50", "offered rates (msg/s) of the latency scenario on MongoDB/FerretDB, which is far slower")
+	burnConcs := fs.String("burn-concurrency", "1,10,100", "worker concurrencies of the burn-down")
+	rates := fs.String("rates", "500,2000", "offered rates (msg/s) of the latency scenario")
+	fs.DurationVar(&cfg.latencyDur, "latency-duration", 0, "time per offered rate (quick 10s, full 30s)")
+	fs.IntVar(&cfg.latencyConc, "latency-concurrency", 100, "consumer concurrency in the latency and sustained scenarios")
+	fs.Float64Var(&cfg.susRate, "sustained-rate", 500, "offered rate (msg/s) of the sustained PostgreSQL run")
+	fs.DurationVar(&cfg.susDur, "sustained-duration", 0, "length of each sustained phase (quick 1m, full 10m; 30m for the long run)")
+	fs.DurationVar(&cfg.susInterval, "sustained-interval", 10*time.Second, "sampling interval of the sustained run")
+	fs.BoolVar(&cfg.susBaselines, "sustained-river", true, "also run River (FetchCooldown 1ms) in the sustained scenario")
+	fs.StringVar(&cfg.pgURL, "postgres-url", getenv("FILA_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL")
+	fs.StringVar(&cfg.redisURL, "redis-url", getenv("FILA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL")
+	fs.StringVar(&cfg.amqpURL, "rabbitmq-url", getenv("FILA_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
+	fs.StringVar(&cfg.mongoURL, "mongo-url", getenv("FILA_TEST_MONGO_URL", "mongodb://127.0.0.1:27017/"), "MongoDB (or FerretDB) URL")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to the file (combine with --systems fila)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.brokers, err = pickList(*broker, allBrokers); err != nil {
+		return cfg, err
+	}
+	if cfg.scenarios, err = pickList(*scenario, allScenarios); err != nil {
+		return cfg, err
+	}
+	if *systems != "" {
+		cfg.systems = strings.Split(*systems, ",")
+	}
+	for _, f := range strings.Split(*burnConcs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("bad --burn-concurrency %q", f)
+		}
+		cfg.burnConcs = append(cfg.burnConcs, n)
+	}
+	if cfg.rates, err = parseRates(*rates); err != nil {
+		return cfg, err
+	}
+	if cfg.mongoRates, err = parseRates(*mongoRates); err != nil {
+		return cfg, err
+	}
+	var p struct {
+		enq, burnLimit, lat, sus time.Duration
+		burnN, mongoBurnN        int
+	}
+	switch *preset {
+	case "quick":
+		p.enq, p.burnN, p.burnLimit, p.lat, p.sus, p.mongoBurnN = 3*time.Second, 5000, 15*time.Second, 10*time.Second, time.Minute, 300
+	case "full":
+		p.enq, p.burnN, p.burnLimit, p.lat, p.sus, p.mongoBurnN = 10*time.Second, 100_000, 3*time.Minute, 30*time.Second, 10*time.Minute, 3000
+	default:
+		return cfg, fmt.Errorf("unknown --preset %q", *preset)
+	}
+	setDefault(&cfg.enqueueDur, p.enq)
+	setDefault(&cfg.burnN, p.burnN)
+	setDefault(&cfg.mongoBurnN, p.mongoBurnN)
+	setDefault(&cfg.burnLimit, p.burnLimit)
+	setDefault(&cfg.latencyDur, p.lat)
+	setDefault(&cfg.susDur, p.sus)
+	cfg.susConc = cfg.latencyConc
+	return cfg, nil
+}
+
+func parseRates(v string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(v, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("bad rate %q", f)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+func pickList(v string, all []string) ([]string, error) {
+	if v == "all" {
+		return all, nil
+	}
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(all, f) {
+			return nil, fmt.Errorf("unknown %q: want one of %s or all", f, strings.Join(all, ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func (cfg config) wants(scenario string) bool { return slices.Contains(cfg.scenarios, scenario) }
+
+func (cfg config) keep(name string) bool {
+	if len(cfg.systems) == 0 {
+		return true
+	}
+	for _, w := range cfg.systems {
+		if w != "" && strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// addParams appends query parameters to a URL.
+func addParams(raw string, params ...string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.RawQuery
+	for _, p := range params {
+		if q != "" {
+			q += "&"
+		}
+		q += p
+	}
+	u.RawQuery = q
+	return u.String()
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// report is everything one run measured.
+type report struct {
+	results   []result
+	sustained []sustainedRun
+	started   time.Time
+	took      time.Duration
+}
+
+// run measures every selected scenario on every selected broker, closing
+// (and cleaning up) each broker's systems before the next broker starts.
+func run(ctx context.Context, cfg config) (*report, error) {
+	rep := &report{started: time.Now()}
+	defer func() { rep.took = time.Since(rep.started) }()
+	var errs []error
+	for _, b := range cfg.brokers {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := runBroker(ctx, cfg, b, rep); err != nil {
+			logf("%s: %v", b, err)
+			errs = append(errs, fmt.Errorf("%s: %w", b, err))
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err error) {
+	progress.set(broker + ": connecting")
+	var systems []System
+	var closeEnv func()
+	var pg *pgEnv
+	var late []System // filtered out, but closed last (they own cleanup clients)
+	preloadBatch := 1000
+	burnN, rates := cfg.burnN, cfg.rates
+	add := func(s System, e error) {
+		if e != nil {
+			if err == nil {
+				err = e
+			}
+			return
+		}
+		if cfg.keep(s.Name()) {
+			systems = append(systems, s)
+		} else {
+			_ = s.Close(context.WithoutCancel(ctx))
+		}
+	}
+	switch broker {
+	case "postgres":
+		e, perr := newPGEnv(ctx, cfg.pgURL)
+		if perr != nil {
+			return perr
+		}
+		pg = e
+		closeEnv = e.pool.Close
+		add(e.filaSystem(ctx))
+		add(e.rawSystem(ctx))
+		add(e.riverSystem(ctx, 0))
+		add(e.riverSystem(ctx, time.Millisecond))
+	case "redis":
+		e, rerr := newRedisEnv(ctx, cfg.redisURL)
+		if rerr != nil {
+			return rerr
+		}
+		closeEnv = func() {}
+		// The Fila system owns the cleanup client, so it closes last.
+		f, ferr := e.filaSystem(ctx)
+		add(e.rawSystem(ctx))
+		add(e.asynqSystem(ctx, 0))
+		add(e.asynqSystem(ctx, time.Millisecond))
+		keepFirst(&systems, &late, f, ferr, &err, cfg)
+	case "rabbitmq":
+		e, aerr := newAMQPEnv(ctx, cfg.amqpURL)
+		if aerr != nil {
+			return aerr
+		}
+		closeEnv = func() {}
+		f, ferr := e.filaSystem(ctx)
+		add(e.rawSystem(ctx))
+		keepFirst(&systems, &late, f, ferr, &err, cfg)
+	case "mongo":
+		e, merr := newMongoEnv(ctx, cfg.mongoURL)
+		if merr != nil {
+			return merr
+		}
+		closeEnv = func() { _ = e.client.Disconnect(context.Background()) }
+		add(e.filaSystem(ctx))
+		add(e.rawSystem(ctx))
+		preloadBatch = 100
+		burnN, rates = cfg.mongoBurnN, cfg.mongoRates
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		// Close in reverse, so the Fila system (first) closes last.
+		for i := len(systems) - 1; i >= 0; i-- {
+			if cerr := systems[i].Close(cctx); cerr != nil {
+				logf("%s %s close: %v", broker, systems[i].Name(), cerr)
+			}
+		}
+		for _, s := range late {
+			if cerr := s.Close(cctx); cerr != nil {
+				logf("%s %s close: %v", broker, s.Name(), cerr)
+			}
+		}
+		closeEnv()
+	}()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	record := func(rs []result, e error) {
+		rep.results = append(rep.results, rs...)
+		if e != nil {
+			logf("%s: %v", broker, e)
+			errs = append(errs, e)
+		}
+	}
+	for _, s := range systems {
+		if cfg.wants("enqueue") {
+			record(enqueueScenario(ctx, broker, s, cfg.enqueueDur))
+		}
+	}
+	for _, s := range systems {
+		if cfg.wants("burn-down") {
+			record(burnDownScenario(ctx, broker, s, burnN, cfg.burnConcs, cfg.burnLimit, preloadBatch))
+		}
+	}
+	for _, s := range systems {
+		if cfg.wants("latency") {
+			record(latencyScenario(ctx, broker, s, rates, cfg.latencyDur, cfg.latencyConc))
+		}
+	}
+	if broker == "postgres" && cfg.wants("sustained") {
+		var sus []pgHotTable
+		for _, s := range systems {
+			if h, ok := s.(pgHotTable); ok {
+				if _, isRaw := s.(*rawPG); isRaw {
+					continue
+				}
+				if r, isRiver := s.(*riverSystem); isRiver && (r.cooldown == 0 || !cfg.susBaselines) {
+					continue
+				}
+				sus = append(sus, h)
+			}
+		}
+		runs, serr := sustainedScenario(ctx, pg, sus, cfg.susRate, cfg.susDur, cfg.susInterval, cfg.susConc)
+		rep.sustained = append(rep.sustained, runs...)
+		if serr != nil {
+			errs = append(errs, serr)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// keepFirst puts the Fila system first in systems (so it closes last: it
+// owns the broker's cleanup client), or in late when --systems filters it
+// out.
+func keepFirst(systems, late *[]System, f *filaSystem, ferr error, err *error, cfg config) {
+	switch {
+	case ferr != nil:
+		if *err == nil {
+			*err = ferr
+		}
+	case cfg.keep(f.Name()):
+		*systems = append([]System{f}, *systems...)
+	default:
+		*late = append(*late, f)
+	}
+}

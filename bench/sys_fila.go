@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/fila-go/fila"
+	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/postgres"
+	_ "github.com/fila-go/fila/rabbitmq"
+	_ "github.com/fila-go/fila/redis"
+	"github.com/fila-go/fila/worker"
+)
+
+// filaSystem is Fila over any driver: enqueue through fila.Client and
+// consume with package worker at Fila's defaults (apart from the
+// concurrency, which every system is given).
+type filaSystem struct {
+	client *fila.Client
+	queue  string
+	// pgSchema is the Postgres schema of Fila's tables (Postgres only).
+	pgSchema string
+	// teardown deletes a queue's messages with the broker's own client.
+	teardown func(ctx context.Context, queue string) error
+	// closeFn removes the schema, database or keys of this run.
+	closeFn func(ctx context.Context) error
+}
+
+func newFilaSystem(ctx context.Context, url string, teardown func(context.Context, string) error,
+	closeFn func(context.Context) error) (*filaSystem, error) {
+	c, err := fila.Open(ctx, url, fila.WithLogger(quietLogger()))
+	if err != nil {
+		return nil, err
+	}
+	return &filaSystem{client: c, teardown: teardown, closeFn: closeFn}, nil
+}
+
+func (s *filaSystem) Name() string { return "fila" }
+
+func (s *filaSystem) Setup(context.Context) error {
+	s.queue = "bench-" + randSuffix()
+	return nil
+}
+
+func (s *filaSystem) Enqueue(ctx context.Context, bodies [][]byte) error {
+	if len(bodies) == 1 {
+		_, err := s.client.Enqueue(ctx, s.queue, fila.Message{Kind: "bench", Body: bodies[0]})
+		return err
+	}
+	msgs := make([]fila.Message, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = fila.Message{Kind: "bench", Body: b}
+	}
+	_, err := s.client.EnqueueBatch(ctx, s.queue, msgs)
+	return err
+}
+
+type filaConsumer struct {
+	done   atomic.Int64
+	cancel context.CancelFunc
+	errc   chan error
+}
+
+func (s *filaSystem) Start(ctx context.Context, concurrency int, onStart func([]byte)) (Consumer, error) {
+	fc := &filaConsumer{errc: make(chan error, 1)}
+	w, err := worker.New(s.client, worker.Config{
+		Queues: map[string]worker.QueueConfig{s.queue: {Concurrency: concurrency}},
+		Logger: quietLogger(),
+		OnJobEnd: func(ev worker.JobEvent) {
+			if ev.Outcome == worker.OutcomeAck {
+				fc.done.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.HandleFunc("bench", func(_ context.Context, d *fila.Delivery) error {
+		onStart(d.Body)
+		return nil
+	})
+	rctx, cancel := context.WithCancel(ctx)
+	fc.cancel = cancel
+	go func() { fc.errc <- w.Run(rctx) }()
+	return fc, nil
+}
+
+func (c *filaConsumer) Done() int64 { return c.done.Load() }
+
+func (c *filaConsumer) Stop() error {
+	c.cancel()
+	return <-c.errc
+}
+
+func (s *filaSystem) Teardown(ctx context.Context) error {
+	if s.teardown == nil {
+		return nil
+	}
+	return s.teardown(ctx, s.queue)
+}
+
+func (s *filaSystem) Close(ctx context.Context) error {
+	err := s.client.Close()
+	if s.closeFn != nil {
+		if cerr := s.closeFn(ctx); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// quietLogger logs warnings and errors only, to stderr.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(logWriter{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
