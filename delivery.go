@@ -37,6 +37,8 @@ type Delivery struct {
 	receipt  string
 	deadline time.Time
 	settled  bool
+	// runAt is set on deliveries taken early by a relay (ReceiveDelayed).
+	runAt time.Time
 }
 
 func (c *Client) newDelivery(queue string, bd *backend.Delivery) *Delivery {

@@ -1,0 +1,352 @@
+package fila
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// HeaderSourceID is the header a Relay adds to every message it moves: the
+// id the message had on the source, so consumers can de-duplicate.
+const HeaderSourceID = "Fila-Source-Id"
+
+// Relay moves messages from a queue on one client to a queue on another,
+// at least once: it receives a batch from the source, enqueues it to the
+// target in one confirmed batch, then acks it on the source. A crash between
+// the two leaves the batch on the source, so it is moved again; where the
+// target enforces dedup keys, each moved message carries its source id as
+// its dedup key (unless it had one of its own), so the second copy is
+// refused while the first is still pending.
+//
+// Kind, body, headers, dedup key, max attempts, remaining delay and attempt
+// count carry over; the target assigns new ids and the source id travels in
+// the HeaderSourceID header.
+//
+// Relay serves two stories. Outbox: the source is PostgreSQL, written in the
+// application's own transactions (Client.EnqueueTx), and the relay publishes
+// to Redis, RabbitMQ or MongoDB — transactional enqueue for every broker.
+// Migration: point producers at the target, run the relay with StopWhenIdle
+// until the source stays empty (with IncludeDelayed and IncludeDead), retire
+// the source.
+type Relay struct {
+	From      *Client
+	FromQueue string
+	To        *Client
+	// ToQueue defaults to FromQueue.
+	ToQueue string
+
+	// Batch is the most messages moved per round trip (default 100).
+	Batch int
+	// Concurrency is the number of batches in flight (default 1).
+	Concurrency int
+	// Lease is the source lease of a batch in flight (default 1 minute).
+	Lease time.Duration
+	// StopWhenIdle ends Run once the source has had no ready message for
+	// this long; 0 runs until ctx ends (an outbox relay).
+	StopWhenIdle time.Duration
+	// IncludeDelayed also moves messages whose run-at has not come, keeping
+	// their run-at (the source driver must implement backend.DelayedReceiver).
+	IncludeDelayed bool
+	// IncludeDead also moves the source queue's dead letters into the
+	// target's dead-letter store (backend.DeadLetterer on the source,
+	// backend.DeadImporter on the target).
+	IncludeDead bool
+	// Progress, when set, is called after each moved batch.
+	Progress func(RelayStats)
+	// Logger defaults to the source client's logger.
+	Logger *slog.Logger
+}
+
+// RelayStats count what a Relay moved.
+type RelayStats struct {
+	Moved      int64 // ready messages
+	Delayed    int64 // delayed messages, with their run-at
+	Dead       int64 // dead letters
+	Duplicates int64 // messages the target already held (after a crash)
+}
+
+// Total is everything moved.
+func (s RelayStats) Total() int64 { return s.Moved + s.Delayed + s.Dead }
+
+type relayRun struct {
+	r       *Relay
+	log     *slog.Logger
+	to      string
+	moved   atomic.Int64
+	delayed atomic.Int64
+	dead    atomic.Int64
+	dups    atomic.Int64
+	progMu  sync.Mutex
+}
+
+func (rr *relayRun) stats() RelayStats {
+	return RelayStats{Moved: rr.moved.Load(), Delayed: rr.delayed.Load(), Dead: rr.dead.Load(), Duplicates: rr.dups.Load()}
+}
+
+func (rr *relayRun) progress() {
+	if rr.r.Progress == nil {
+		return
+	}
+	rr.progMu.Lock()
+	defer rr.progMu.Unlock()
+	rr.r.Progress(rr.stats())
+}
+
+// Run moves messages until ctx ends or, with StopWhenIdle, until the source
+// stays empty. It returns what it moved; a context ending is not an error
+// when StopWhenIdle is 0.
+func (r *Relay) Run(ctx context.Context) (RelayStats, error) {
+	if r.From == nil || r.To == nil {
+		return RelayStats{}, invalidf("relay needs both From and To clients")
+	}
+	if err := ValidateQueueName(r.FromQueue); err != nil {
+		return RelayStats{}, err
+	}
+	rr := &relayRun{r: r, to: r.ToQueue, log: r.Logger}
+	if rr.to == "" {
+		rr.to = r.FromQueue
+	}
+	if err := ValidateQueueName(rr.to); err != nil {
+		return RelayStats{}, err
+	}
+	if r.From == r.To && rr.to == r.FromQueue {
+		return RelayStats{}, invalidf("relay source and target are the same queue on the same client")
+	}
+	if rr.log == nil {
+		rr.log = r.From.opts.logger
+	}
+	rr.log = rr.log.With(slog.String("from_queue", r.FromQueue), slog.String("to_queue", rr.to))
+	batch, lease, conc := r.Batch, r.Lease, r.Concurrency
+	if batch <= 0 {
+		batch = 100
+	}
+	batch = min(batch, MaxReceive)
+	if lease <= 0 {
+		lease = time.Minute
+	}
+	if conc <= 0 {
+		conc = 1
+	}
+	var dr backend.DelayedReceiver
+	if r.IncludeDelayed {
+		var ok bool
+		if dr, ok = r.From.drv.(backend.DelayedReceiver); !ok {
+			return RelayStats{}, &UnsupportedError{Driver: r.From.name, Capability: "taking delayed messages early (relay IncludeDelayed)"}
+		}
+	}
+	var dst backend.DeadImporter
+	if r.IncludeDead {
+		if _, ok := r.From.drv.(backend.DeadLetterer); !ok {
+			return RelayStats{}, &UnsupportedError{Driver: r.From.name, Capability: "dead-letter management (relay IncludeDead)"}
+		}
+		var ok bool
+		if dst, ok = r.To.drv.(backend.DeadImporter); !ok {
+			return RelayStats{}, &UnsupportedError{Driver: r.To.name, Capability: "importing dead letters (relay IncludeDead)"}
+		}
+	}
+	rr.log.Info("fila: relay started", slog.Int("batch", batch), slog.Int("concurrency", conc),
+		slog.Bool("delayed", r.IncludeDelayed), slog.Bool("dead", r.IncludeDead))
+
+	// Dead letters and delayed messages are moved before the ready ones and
+	// again after them, for those that appeared meanwhile (retries during a
+	// cut-over).
+	extras := func() error {
+		if dst != nil {
+			if err := rr.moveDead(ctx, dst, batch); err != nil {
+				return err
+			}
+		}
+		if dr != nil {
+			return rr.moveDelayed(ctx, dr, batch, lease)
+		}
+		return nil
+	}
+	err := extras()
+	if err == nil {
+		err = rr.moveReady(ctx, batch, lease, conc)
+	}
+	if err == nil && ctx.Err() == nil {
+		err = extras()
+	}
+	st := rr.stats()
+	rr.log.Info("fila: relay stopped", slog.Int64("moved", st.Moved), slog.Int64("delayed", st.Delayed),
+		slog.Int64("dead", st.Dead), slog.Int64("duplicates", st.Duplicates), slog.Any("error", err))
+	return st, err
+}
+
+// moveReady runs conc receive→enqueue→ack loops until parent ends or, with
+// StopWhenIdle, until no loop has received anything for that long.
+func (rr *relayRun) moveReady(parent context.Context, batch int, lease time.Duration, conc int) error {
+	r := rr.r
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+		// lastSeen is when any loop last received a message (unix nanos).
+		lastSeen atomic.Int64
+	)
+	lastSeen.Store(time.Now().UnixNano())
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+	for i := 0; i < conc; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				rctx, rcancel := ctx, context.CancelFunc(func() {})
+				if r.StopWhenIdle > 0 {
+					idleFor := time.Since(time.Unix(0, lastSeen.Load()))
+					if idleFor >= r.StopWhenIdle {
+						cancel() // the source stayed empty: done
+						return
+					}
+					rctx, rcancel = context.WithTimeout(ctx, r.StopWhenIdle-idleFor)
+				}
+				ds, err := r.From.Receive(rctx, r.FromQueue, ReceiveParams{Max: batch, Lease: lease})
+				rcancel()
+				if err != nil {
+					if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+						fail(fmt.Errorf("relay: receive from %s: %w", r.FromQueue, err))
+						return
+					}
+					continue // idle timeout or stopping: the loop condition decides
+				}
+				lastSeen.Store(time.Now().UnixNano())
+				if err := rr.forward(ctx, ds, &rr.moved); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	switch {
+	case firstErr != nil:
+		return firstErr
+	case r.StopWhenIdle == 0:
+		return nil // an outbox relay runs until its context ends
+	default:
+		return parent.Err()
+	}
+}
+
+// moveDelayed takes delayed messages early until none is left.
+func (rr *relayRun) moveDelayed(ctx context.Context, dr backend.DelayedReceiver, batch int, lease time.Duration) error {
+	r := rr.r
+	for ctx.Err() == nil {
+		cctx, leave, err := r.From.enter(ctx)
+		if err != nil {
+			return err
+		}
+		bds, err := dr.ReceiveDelayed(cctx, r.FromQueue, backend.ReceiveParams{Max: batch, Lease: lease})
+		leave()
+		if err != nil {
+			return fmt.Errorf("relay: take delayed messages from %s: %w", r.FromQueue, r.From.done(ctx, err))
+		}
+		if len(bds) == 0 {
+			return nil
+		}
+		ds := make([]*Delivery, len(bds))
+		for i := range bds {
+			ds[i] = r.From.newDelivery(r.FromQueue, &bds[i])
+			ds[i].runAt = bds[i].RunAt
+		}
+		if err := rr.forward(ctx, ds, &rr.delayed); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// moveDead imports the source's dead letters into the target, then purges
+// them from the source, a page at a time.
+func (rr *relayRun) moveDead(ctx context.Context, dst backend.DeadImporter, batch int) error {
+	r := rr.r
+	for ctx.Err() == nil {
+		page, err := r.From.DeadList(ctx, r.FromQueue, DeadListParams{Limit: batch})
+		if err != nil {
+			return fmt.Errorf("relay: list dead letters of %s: %w", r.FromQueue, err)
+		}
+		if len(page.Letters) == 0 {
+			return nil
+		}
+		cctx, leave, err := r.To.enter(ctx)
+		if err != nil {
+			return err
+		}
+		err = dst.DeadImport(cctx, rr.to, page.Letters)
+		leave()
+		if err != nil {
+			return fmt.Errorf("relay: import dead letters into %s: %w", rr.to, r.To.done(ctx, err))
+		}
+		ids := make([]string, len(page.Letters))
+		for i, l := range page.Letters {
+			ids[i] = l.ID
+		}
+		if _, err := r.From.DeadPurge(ctx, r.FromQueue, DeadFilter{IDs: ids}); err != nil {
+			return fmt.Errorf("relay: purge moved dead letters from %s: %w", r.FromQueue, err)
+		}
+		rr.dead.Add(int64(len(ids)))
+		rr.progress()
+	}
+	return ctx.Err()
+}
+
+// forward enqueues ds to the target in one batch, then acks them on the
+// source.
+func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic.Int64) error {
+	r := rr.r
+	bms := make([]backend.Message, len(ds))
+	now := time.Now()
+	for i, d := range ds {
+		headers := make(map[string]string, len(d.Headers)+1)
+		for k, v := range d.Headers {
+			headers[k] = v
+		}
+		headers[HeaderSourceID] = d.ID
+		m := Message{Kind: d.Kind, Body: d.Body, Headers: headers, RunAt: d.runAt, DedupKey: d.DedupKey, MaxAttempts: d.MaxAttempts}
+		if m.DedupKey == "" && r.To.dedup {
+			m.DedupKey = "fila-relay:" + d.ID
+		}
+		if !r.To.dedup {
+			m.DedupKey = ""
+		}
+		bm, err := r.To.prepare(&m, now)
+		if err != nil {
+			return fmt.Errorf("relay: message %s does not fit the target: %w", d.ID, err)
+		}
+		bm.Attempts = max(d.Attempt-1, 0) // the relay's own delivery is not an attempt
+		bms[i] = bm
+	}
+	cctx, leave, err := r.To.enter(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := r.To.drv.Enqueue(cctx, rr.to, bms)
+	leave()
+	if err != nil {
+		return fmt.Errorf("relay: enqueue %d messages to %s: %w (they stay on the source and are moved again)", len(bms), rr.to, r.To.done(ctx, err))
+	}
+	for _, x := range res {
+		if x.Duplicate {
+			rr.dups.Add(1)
+		}
+	}
+	if err := r.From.AckBatch(ctx, ds); err != nil {
+		// Lost leases mean the batch comes back and is moved again; the dedup
+		// key (where the target has them) refuses the second copy.
+		rr.log.Warn("fila: relay ack on the source failed; those messages will be moved again", slog.Any("error", err))
+	}
+	counter.Add(int64(len(ds)))
+	rr.progress()
+	return nil
+}

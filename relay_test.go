@@ -1,0 +1,229 @@
+package fila_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/memory"
+)
+
+func newMem(t *testing.T) (*memory.Broker, *fila.Client) {
+	t.Helper()
+	b := memory.NewBroker(memory.BrokerOptions{})
+	c := fila.New(b.Open())
+	t.Cleanup(func() { c.Close() })
+	return b, c
+}
+
+// collect receives n messages from q, acking them.
+func collect(t *testing.T, c *fila.Client, q string, n int) map[string]*fila.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := map[string]*fila.Delivery{}
+	for len(got) < n {
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 100})
+		if err != nil {
+			t.Fatalf("have %d of %d: %v", len(got), n, err)
+		}
+		for _, d := range ds {
+			src := d.Headers[fila.HeaderSourceID]
+			if _, dup := got[src]; dup {
+				t.Errorf("source message %s arrived twice", src)
+			}
+			got[src] = d
+		}
+		if err := c.AckBatch(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel2()
+	if ds, err := c.Receive(short, q, fila.ReceiveParams{Max: 100}); err == nil {
+		t.Errorf("%d unexpected extra messages on the target", len(ds))
+	}
+	return got
+}
+
+func TestRelayMovesEverythingOnce(t *testing.T) {
+	_, from := newMem(t)
+	_, to := newMem(t)
+	ctx := context.Background()
+	const n = 1000
+	msgs := make([]fila.Message, n)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "k", Body: []byte(fmt.Sprint(i)), Headers: map[string]string{"i": fmt.Sprint(i)}}
+	}
+	ids, err := from.EnqueueBatch(ctx, "src", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress atomic.Int64
+	r := &fila.Relay{From: from, FromQueue: "src", To: to, ToQueue: "dst", Batch: 64, Concurrency: 3,
+		StopWhenIdle: 200 * time.Millisecond, Progress: func(s fila.RelayStats) { progress.Store(s.Total()) }}
+	st, err := r.Run(ctx)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if st.Moved != n || progress.Load() != n {
+		t.Errorf("moved %d (progress %d), want %d", st.Moved, progress.Load(), n)
+	}
+	got := collect(t, to, "dst", n)
+	for i, id := range ids {
+		d := got[id]
+		if d == nil {
+			t.Fatalf("message %d (%s) lost", i, id)
+		}
+		if string(d.Body) != fmt.Sprint(i) || d.Headers["i"] != fmt.Sprint(i) || d.Kind != "k" || d.Attempt != 1 {
+			t.Errorf("message %d changed: %q %v %q attempt %d", i, d.Body, d.Headers, d.Kind, d.Attempt)
+		}
+	}
+	st2, _ := from.QueueStats(ctx, "src")
+	if st2.Ready+st2.Leased != 0 {
+		t.Errorf("source not empty after the relay: %+v", st2)
+	}
+}
+
+func TestRelayCarriesAttemptsDelaysAndDeadLetters(t *testing.T) {
+	_, from := newMem(t)
+	_, to := newMem(t)
+	ctx := context.Background()
+	retried, _ := from.Enqueue(ctx, "q", fila.Message{Kind: "retried", MaxAttempts: 5})
+	ds, _ := from.Receive(ctx, "q", fila.ReceiveParams{})
+	ds[0].Retry(ctx, 0, "flaky")
+	runAt := time.Now().Add(time.Hour)
+	delayed, _ := from.Enqueue(ctx, "q", fila.Message{Kind: "later", RunAt: runAt, DedupKey: "once"})
+	deadID, _ := from.Enqueue(ctx, "q", fila.Message{Kind: "bad"})
+	for {
+		ds, _ = from.Receive(ctx, "q", fila.ReceiveParams{})
+		if ds[0].ID == deadID {
+			ds[0].Dead(ctx, "unparseable")
+			break
+		}
+		ds[0].Release(ctx)
+	}
+
+	r := &fila.Relay{From: from, FromQueue: "q", To: to, IncludeDelayed: true, IncludeDead: true, StopWhenIdle: 100 * time.Millisecond}
+	st, err := r.Run(ctx)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if st.Moved != 1 || st.Delayed != 1 || st.Dead != 1 {
+		t.Errorf("stats %+v, want 1 moved, 1 delayed, 1 dead", st)
+	}
+	d := collect(t, to, "q", 1)[retried]
+	if d == nil || d.Attempt < 2 || d.LastError != "" || d.MaxAttempts != 5 {
+		t.Errorf("retried message on the target: %+v; want its attempt count carried and max attempts 5", d)
+	}
+	tst, _ := to.QueueStats(ctx, "q")
+	if tst.Delayed != 1 || tst.Dead != 1 {
+		t.Errorf("target stats %+v, want 1 delayed and 1 dead", tst)
+	}
+	_, err = to.Enqueue(ctx, "q", fila.Message{Kind: "later", DedupKey: "once"})
+	if !errors.Is(err, fila.ErrDuplicate) {
+		t.Errorf("the delayed message's dedup key did not carry over: %v", err)
+	}
+	page, _ := to.DeadList(ctx, "q", fila.DeadListParams{})
+	if len(page.Letters) != 1 || page.Letters[0].ID != deadID || page.Letters[0].Reason != "unparseable" {
+		t.Errorf("dead letters on the target: %+v", page.Letters)
+	}
+	if sst, _ := from.QueueStats(ctx, "q"); sst.Ready+sst.Delayed+sst.Leased+sst.Dead != 0 {
+		t.Errorf("source not empty: %+v", sst)
+	}
+	_ = delayed
+}
+
+// flakyAck fails the first Ack after enqueue succeeded on the target, as a
+// relay crashing between enqueue and ack would leave things.
+type flakyAck struct {
+	backend.Driver
+	failures atomic.Int32
+}
+
+func (f *flakyAck) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
+	if f.failures.Add(-1) >= 0 {
+		return nil, errors.New("connection reset")
+	}
+	return f.Driver.Ack(ctx, refs)
+}
+
+func TestRelayCrashBetweenEnqueueAndAckDuplicatesNothing(t *testing.T) {
+	b := memory.NewBroker(memory.BrokerOptions{})
+	drv := &flakyAck{Driver: b.Open()}
+	drv.failures.Store(2)
+	from := fila.New(drv, fila.WithLease(50*time.Millisecond))
+	defer from.Close()
+	_, to := newMem(t)
+	ctx := context.Background()
+	const n = 50
+	msgs := make([]fila.Message, n)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "k"}
+	}
+	if _, err := from.EnqueueBatch(ctx, "q", msgs); err != nil {
+		t.Fatal(err)
+	}
+	r := &fila.Relay{From: from, FromQueue: "q", To: to, Batch: 20, Lease: 50 * time.Millisecond, StopWhenIdle: 500 * time.Millisecond}
+	st, err := r.Run(ctx)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if st.Duplicates == 0 {
+		t.Errorf("stats %+v: the re-moved batches should have been refused as duplicates", st)
+	}
+	collect(t, to, "q", n) // fails on any message arriving twice
+}
+
+// bare hides every optional capability of a driver.
+type bare struct{ backend.Driver }
+
+func TestRelayRefusesWhatTheDriversCannotDo(t *testing.T) {
+	b := memory.NewBroker(memory.BrokerOptions{})
+	from := fila.New(bare{b.Open()})
+	defer from.Close()
+	_, to := newMem(t)
+	ctx := context.Background()
+	for _, r := range []*fila.Relay{
+		{From: from, FromQueue: "q", To: to, IncludeDelayed: true},
+		{From: from, FromQueue: "q", To: to, IncludeDead: true},
+		{From: to, FromQueue: "q", To: from, IncludeDead: true},
+	} {
+		if _, err := r.Run(ctx); !errors.Is(err, fila.ErrUnsupported) {
+			t.Errorf("Run(%+v) = %v, want ErrUnsupported", r, err)
+		}
+	}
+	for _, r := range []*fila.Relay{
+		{From: from, FromQueue: "", To: to},
+		{From: to, FromQueue: "q", To: to},
+		{From: nil, FromQueue: "q", To: to},
+	} {
+		if _, err := r.Run(ctx); !errors.Is(err, fila.ErrInvalid) {
+			t.Errorf("Run(%+v) = %v, want ErrInvalid", r, err)
+		}
+	}
+}
+
+func TestRelayOutboxRunsUntilCancelled(t *testing.T) {
+	_, from := newMem(t)
+	_, to := newMem(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := (&fila.Relay{From: from, FromQueue: "outbox", To: to, ToQueue: "events"}).Run(ctx)
+		done <- err
+	}()
+	id, _ := from.Enqueue(context.Background(), "outbox", fila.Message{Kind: "order.created"})
+	if got := collect(t, to, "events", 1); got[id] == nil {
+		t.Fatalf("outbox message %s not relayed", id)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("outbox relay ended with %v, want nil after cancellation", err)
+	}
+}
