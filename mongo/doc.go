@@ -19,9 +19,11 @@
 // findOneAndUpdate matching {queue, due <= now}, sorted by due time and id,
 // that sets a fresh receipt and deadline and increments the attempt count,
 // served by the index {q, due, _id} (fila_claim). A Receive of several
-// messages claims them in three round trips: find the first ids, one
-// updateMany that re-checks the filter per document, and a read back of
-// those carrying this call's receipt. Ack, Retry, Dead and Extend match
+// messages claims them in two round trips: read the first claimable
+// messages, then one updateMany naming each by id and attempt count that
+// re-checks per document that it is still claimable (a third round trip
+// reads back what was claimed when competing consumers took some). Ack,
+// Retry, Dead and Extend match
 // {_id, queue, receipt}, so a stale receipt changes nothing and gets
 // ErrLeaseLost; an Ack of many is one deleteMany.
 //
@@ -53,6 +55,12 @@
 // never early). Keep the clocks of producers and consumers synchronised
 // (NTP): a skewed clock shortens or lengthens leases and delays by the
 // skew.
+//
+// Moving queues between brokers is supported: a message's carried attempt
+// count (backend.Message.Attempts) is stored as its starting count,
+// ReceiveDelayed takes delayed messages early (one taken early whose lease
+// expires stays unclaimable until its run-at), and DeadImport stores dead
+// letters from elsewhere, skipping ids already stored.
 //
 // # Wake-up
 //
