@@ -12,6 +12,7 @@ import (
 )
 
 func TestEnqueueAndStats(t *testing.T) {
+	t.Parallel()
 	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("stats")
@@ -21,7 +22,7 @@ func TestEnqueueAndStats(t *testing.T) {
 		id2 := strings.TrimSpace(ok(t, "from stdin\n", "--url", url, "enqueue", "--queue", q, "--kind", "email.welcome",
 			"--header", "tenant=acme", "--header", "trace=a=b"))
 		if !b.instanceStats { // its delayed messages are invisible to other instances' stats and cleanup
-			ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "later", "--body", "x", "--delay", "3s")
+			ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "later", "--body", "x", "--delay", "2s")
 		}
 		if id1 == "" || id1 == id2 {
 			t.Fatalf("enqueue printed ids %q and %q", id1, id2)
@@ -131,6 +132,7 @@ func deadSetup(t *testing.T, c *fila.Client, q string) []string {
 }
 
 func TestDeadListAndShow(t *testing.T) {
+	t.Parallel()
 	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("deadls")
@@ -219,6 +221,7 @@ func TestDeadListAndShow(t *testing.T) {
 }
 
 func TestDeadReplayAndPurge(t *testing.T) {
+	t.Parallel()
 	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("deadrp")
@@ -302,6 +305,7 @@ func TestDeadReplayAndPurge(t *testing.T) {
 }
 
 func TestEnqueueBadInput(t *testing.T) {
+	t.Parallel()
 	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("enqbad")
@@ -332,6 +336,7 @@ func TestEnqueueBadInput(t *testing.T) {
 }
 
 func TestStatsWatch(t *testing.T) {
+	t.Parallel()
 	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		q := unique("watch")
 		for _, terminal := range []bool{false, true} {

@@ -33,6 +33,7 @@ func init() {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	fails(t, 2, "no broker URL: pass --url or set FILA_URL", "", "stats", "q")
 	fails(t, 2, "name at least one queue", "", "--url", "mem://", "stats")
 	fails(t, 2, `unknown command "bogus"`, "", "--url", "mem://", "bogus")
@@ -45,6 +46,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestBadURL(t *testing.T) {
+	t.Parallel()
 	fails(t, 2, `no driver registered for scheme "nats"`, "", "--url", "nats://localhost", "stats", "q")
 	fails(t, 2, "has no scheme", "", "--url", "localhost", "stats", "q")
 	fails(t, 2, "unknown URL parameter", "", "--url", "mem://?bogus=1", "stats", "q")
@@ -54,6 +56,7 @@ func TestBadURL(t *testing.T) {
 }
 
 func TestURLFromEnvironment(t *testing.T) {
+	t.Parallel()
 	q := unique("envurl")
 	var out, errb syncBuffer
 	code := run(context.Background(), []string{"enqueue", "-q", q, "-k", "k", "--body", "x"}, env{
@@ -74,12 +77,13 @@ func TestURLFromEnvironment(t *testing.T) {
 }
 
 func TestUnreachableBroker(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{
 		"postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2",
 		"redis://127.0.0.1:1/0",
 	} {
 		start := time.Now()
-		r := fails(t, 3, "broker at "+strings.Split(u, "?")[0], "", "--url", u, "--connect-timeout", "3s", "stats", "q")
+		r := fails(t, 3, "broker at "+strings.Split(u, "?")[0], "", "--url", u, "--connect-timeout", "1s", "stats", "q")
 		if time.Since(start) > 10*time.Second {
 			t.Errorf("%s: took %v", u, time.Since(start))
 		}
@@ -93,6 +97,7 @@ func TestUnreachableBroker(t *testing.T) {
 }
 
 func TestMissingCapability(t *testing.T) {
+	t.Parallel()
 	u := "clitest-bare://" + unique("caps")
 	fails(t, 4, "the bare driver does not support queue stats", "", "--url", u, "stats", "q")
 	fails(t, 4, "the bare driver does not support dead-letter management", "", "--url", u, "dead", "list", "-q", "q")
@@ -104,6 +109,7 @@ func TestMissingCapability(t *testing.T) {
 }
 
 func TestSchemaUp(t *testing.T) {
+	t.Parallel()
 	if out := ok(t, "", "--url", "mem://", "schema", "up"); !strings.Contains(out, "mem: no schema to migrate") {
 		t.Errorf("schema up on mem://: %q", out)
 	}
@@ -150,6 +156,7 @@ func TestSchemaUp(t *testing.T) {
 // TestBinary builds the command and runs it as a process, for the exit code
 // and the FILA_URL variable of a real run.
 func TestBinary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -177,6 +184,7 @@ type blockingReader struct{ ch chan struct{} }
 func (r blockingReader) Read([]byte) (int, error) { <-r.ch; return 0, io.EOF }
 
 func TestInterruptAtPrompt(t *testing.T) {
+	t.Parallel()
 	u := "mem://" + unique("intr")
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuffer
