@@ -110,6 +110,9 @@ type Driver struct {
 
 	// msgs and dead serve the hot path: primary, local reads.
 	msgs, dead *gomongo.Collection
+	// watched is the messages collection for the change stream, which
+	// only runs with read concern majority.
+	watched *gomongo.Collection
 	// msgsReport and deadReport serve stats and listings with the
 	// configured read concern.
 	msgsReport, deadReport *gomongo.Collection
@@ -206,6 +209,7 @@ func newDriver(ctx context.Context, client *gomongo.Client, owns bool, opts Opti
 	report := options.Collection().SetWriteConcern(d.wc).SetReadConcern(rc).SetReadPreference(readpref.Primary())
 	d.msgs = db.Collection(opts.Prefix+"messages", hot)
 	d.dead = db.Collection(opts.Prefix+"dead", hot)
+	d.watched = db.Collection(opts.Prefix+"messages", options.Collection().SetReadConcern(readconcern.Majority()).SetReadPreference(readpref.Primary()))
 	d.msgsReport = db.Collection(opts.Prefix+"messages", report)
 	d.deadReport = db.Collection(opts.Prefix+"dead", report)
 	if err := d.ensureIndexes(ctx); err != nil {

@@ -100,7 +100,7 @@ func (d *Driver) watch(ctx context.Context) {
 	defer d.background.Done()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		cs, err := d.msgs.Watch(ctx, watchPipeline)
+		cs, err := d.watched.Watch(ctx, watchPipeline)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
