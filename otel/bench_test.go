@@ -10,6 +10,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
 	filaotel "github.com/fila-go/fila/otel"
 	"github.com/fila-go/fila/worker"
 )
@@ -24,37 +25,52 @@ func benchInst(b *testing.B, c *fila.Client) *filaotel.Instrumentation {
 	return filaotel.New(c, filaotel.WithTracerProvider(tp), filaotel.WithMeterProvider(mp), filaotel.WithPropagator(propagation.TraceContext{}))
 }
 
-// BenchmarkEnqueue compares a traced enqueue with a plain one on the
-// in-memory broker, where the broker itself costs least, so the ratio is an
-// upper bound of the instrumentation's share.
+// BenchmarkEnqueue compares a traced enqueue with a plain one, on the
+// in-memory broker (where the broker costs least, so the ratio is an upper
+// bound of the instrumentation's share) and on PostgreSQL.
 func BenchmarkEnqueue(b *testing.B) {
-	ctx := context.Background()
-	for _, traced := range []bool{false, true} {
-		name := "raw"
-		if traced {
-			name = "traced"
+	for _, broker := range []struct {
+		name string
+		url  func(b *testing.B) string
+	}{
+		{"memory", func(*testing.B) string { return "mem://" + unique("bench") }},
+		{"postgres", func(b *testing.B) string { return withParam(testenv.PostgresURL(b), "fila_migrate", "true") }},
+	} {
+		for _, traced := range []bool{false, true} {
+			name := broker.name + "/raw"
+			if traced {
+				name = broker.name + "/traced"
+			}
+			b.Run(name, func(b *testing.B) {
+				benchEnqueue(b, broker.url(b), traced)
+			})
 		}
-		b.Run(name, func(b *testing.B) {
-			c, err := fila.Open(ctx, "mem://"+unique("bench"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			inst := benchInst(b, c)
-			m := fila.Message{Kind: "k", Body: []byte(`{"user_id":42}`)}
-			b.ReportAllocs()
-			for b.Loop() {
-				if traced {
-					_, err = inst.Enqueue(ctx, "q", m)
-				} else {
-					_, err = c.Enqueue(ctx, "q", m)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
+}
+
+func benchEnqueue(b *testing.B, url string, traced bool) {
+	ctx := context.Background()
+	c, err := fila.Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	q := unique("bench")
+	inst := benchInst(b, c)
+	m := fila.Message{Kind: "k", Body: []byte(`{"user_id":42}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if traced {
+			_, err = inst.Enqueue(ctx, q, m)
+		} else {
+			_, err = c.Enqueue(ctx, q, m)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	drain(b, c, q)
 }
 
 // BenchmarkMiddleware measures the job middleware (extract, span, duration

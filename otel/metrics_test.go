@@ -204,8 +204,8 @@ func checkCounts(t *testing.T, what string, got, want map[string]uint64) {
 }
 
 // drain acks whatever is ready in q.
-func drain(t *testing.T, c *fila.Client, q string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func drain(t testing.TB, c *fila.Client, q string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
 		s, err := c.QueueStats(ctx, q)
