@@ -13,3 +13,9 @@ var ChannelName = channelName
 
 // Claims returns how many claim statements d has run.
 func Claims(d *Driver) int64 { return d.claims.Load() }
+
+// ClaimSQL and AckSQL return d's claim and ack statements.
+func ClaimSQL(d *Driver) string { return d.q.claim }
+
+// AckSQL returns d's ack statement.
+func AckSQL(d *Driver) string { return d.q.ack }

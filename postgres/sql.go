@@ -63,24 +63,33 @@ RETURNING id::text`
 		notify:       `SELECT pg_notify($1, $2)`,
 
 		// One statement claims ready messages and expired leases: both are
-		// rows whose visible_at has passed. SKIP LOCKED lets competing
-		// receivers take disjoint rows without waiting.
+		// rows whose visible_at has passed, one range of messages_claim.
+		// SKIP LOCKED lets competing receivers take disjoint rows without
+		// waiting. A rare expired lease taken before its run-at (run_at set,
+		// see ReceiveDelayed) is not handed out: the claim turns it back into
+		// a delayed message due at its run-at. Keeping that check out of the
+		// WHERE clause keeps the plan an ordered index scan that stops after
+		// LIMIT rows, even on a table without statistics.
 		claim: r.Replace(`WITH c AS (
 	SELECT id, visible_at FROM {{s}}.messages
-	WHERE queue = $1 AND visible_at <= now() AND (run_at IS NULL OR run_at <= now())
+	WHERE queue = $1 AND visible_at <= now()
 	ORDER BY visible_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
+), u AS (
+	UPDATE {{s}}.messages m
+	SET attempts = CASE WHEN m.run_at > now() THEN m.attempts ELSE m.attempts + 1 END,
+		lease_token = CASE WHEN m.run_at > now() THEN NULL ELSE gen_random_uuid() END,
+		visible_at = CASE WHEN m.run_at > now() THEN m.run_at ELSE now() + $3 * interval '1 microsecond' END,
+		run_at = NULL
+	FROM c
+	WHERE m.id = c.id
+	RETURNING m.id, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.max_attempts,
+		m.dedup_key, m.lease_token, m.visible_at, m.last_error, c.visible_at AS was
 )
-UPDATE {{s}}.messages m
-SET attempts = m.attempts + 1,
-	lease_token = gen_random_uuid(),
-	visible_at = now() + $3 * interval '1 microsecond',
-	run_at = NULL
-FROM c
-WHERE m.id = c.id
-RETURNING m.id::text, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.max_attempts,
-	COALESCE(m.dedup_key, ''), m.lease_token::text, m.visible_at, COALESCE(m.last_error, ''), c.visible_at`),
+SELECT id::text, kind, body, headers, enqueued_at, attempts, max_attempts,
+	COALESCE(dedup_key, ''), lease_token::text, visible_at, COALESCE(last_error, ''), was
+FROM u WHERE lease_token IS NOT NULL`),
 		// Delayed messages not leased and expired leases taken before their
 		// run-at (ReceiveDelayed), oldest run-at first. run_at keeps the
 		// run-at while the early lease lasts.
@@ -103,17 +112,15 @@ WHERE m.id = c.id
 RETURNING m.id::text, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.max_attempts,
 	COALESCE(m.dedup_key, ''), m.lease_token::text, m.visible_at, COALESCE(m.last_error, ''), c.due`),
 		// How long until the queue's next message becomes claimable (a
-		// delayed run-at or a lease deadline, but not before the run-at of a
-		// message leased early), in microseconds; NULL when the queue is
-		// empty. Both halves are index scans.
-		nextDue: r.Replace(`SELECT (extract(epoch FROM (LEAST(
-	(SELECT min(visible_at) FROM {{s}}.messages WHERE queue = $1 AND run_at IS NULL),
-	(SELECT min(GREATEST(visible_at, run_at)) FROM {{s}}.messages WHERE queue = $1 AND run_at IS NOT NULL)
-) - now())) * 1e6)::int8`),
+		// delayed run-at or a lease deadline), in microseconds; NULL when the
+		// queue is empty. An expired early lease counts as due now: the next
+		// claim turns it back into a delayed message.
+		nextDue: r.Replace(`SELECT (extract(epoch FROM (min(visible_at) - now())) * 1e6)::int8
+FROM {{s}}.messages WHERE queue = $1`),
 
 		ack: r.Replace(`DELETE FROM {{s}}.messages m
 USING unnest($1::uuid[], $2::uuid[]) AS r(id, token)
-WHERE m.id = r.id AND m.lease_token = r.token
+WHERE m.id = ANY($1::uuid[]) AND m.id = r.id AND m.lease_token = r.token
 RETURNING m.id::text`),
 		// Retry notifies the queue so receivers blocked elsewhere, sleeping
 		// until the old lease deadline, see the earlier run-at.
