@@ -24,6 +24,11 @@ func TestClaimPlan(t *testing.T) {
 		FROM generate_series(1, 5000) i`); err != nil {
 		t.Fatal(err)
 	}
+	// Half of them leased, as in a busy queue.
+	if _, err := pool.Exec(ctx, `UPDATE `+schema+`.messages SET lease_token = gen_random_uuid(),
+		visible_at = now() + interval '1 minute' WHERE random() < 0.5`); err != nil {
+		t.Fatal(err)
+	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
