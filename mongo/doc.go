@@ -67,14 +67,21 @@
 // On a replica set a blocked Receive is woken by a change stream on the
 // messages collection (one per driver instance, opened when a Receive
 // first blocks), filtered on the server to inserts and lease-ending
-// updates; latency is the change stream's, typically milliseconds. Without
+// updates; latency is the change stream's, typically milliseconds. An
+// insert wakes the receivers of its queue; a retry names no queue in its
+// event and wakes every receiver of the instance, which re-check (a
+// claim and a read each). While the stream is healthy receivers also
+// re-check every 5s; while it is down they poll as below. Without
 // change streams (a standalone server, FerretDB, or fila_change_streams=
 // false) receivers poll: the wait starts at 20ms and doubles while the
 // queue stays empty up to fila_poll_interval (default 500ms), which bounds
 // the wake-up latency for messages from other processes; enqueues made by
-// the same driver instance wake its receivers at once. Either way, after an
-// empty claim a receiver also computes the queue's next due time (a delay
-// ending, a lease expiring) and wakes then.
+// the same driver instance wake its receivers at once. An idle poll is one
+// indexed read of the queue's next due time; it claims only when a message
+// is due. Either way, after an empty claim a receiver also computes the
+// queue's next due time (a delay ending, a lease expiring) and wakes then,
+// so delayed, retried and expired messages are claimed within milliseconds
+// of their time, not at the next poll.
 //
 // # Durability: write and read concern
 //
