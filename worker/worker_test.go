@@ -686,14 +686,29 @@ func testMiddlewareAndLogger(t *testing.T, c *fila.Client) {
 	}
 }
 
+// testClientClosed closes the client under a running job: Run returns
+// ErrClosed, and the job's ack fails (unsettled: its lease will expire).
 func testClientClosed(t *testing.T, c *fila.Client) {
 	q := newQueue(t, c)
+	var rec recorder
 	cfg := fastConfig(q, 1)
+	rec.hook(&cfg)
+	started, finish := make(chan struct{}), make(chan struct{})
 	r := start(t, c, cfg, func(w *worker.Worker) {
-		w.HandleFunc("job", func(context.Context, *fila.Delivery) error { return nil })
+		w.HandleFunc("job", func(context.Context, *fila.Delivery) error {
+			close(started)
+			<-finish
+			return nil
+		})
 	})
+	enqueue(t, c, q, fila.Message{Kind: "job"})
+	<-started
 	c.Close()
+	close(finish)
 	if err := r.wait(); !errors.Is(err, fila.ErrClosed) {
 		t.Fatalf("Run after the client closed = %v; want ErrClosed", err)
+	}
+	if ev := rec.waitEnds(t, 1)[0]; ev.Outcome != worker.OutcomeUnsettled || !errors.Is(ev.SettleErr, fila.ErrClosed) {
+		t.Errorf("end = %+v; want unsettled with ErrClosed", ev)
 	}
 }
