@@ -89,7 +89,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	}
 	drv, err := opener(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("fila: open %s: %w", Redact(rawURL), err)
+		return nil, fmt.Errorf("open %s: %w", Redact(rawURL), err)
 	}
 	return New(drv, opts...), nil
 }
