@@ -32,7 +32,7 @@ type statements struct {
 	deadImport string
 }
 
-// Channel returns the LISTEN/NOTIFY channel of a schema.
+// channelName returns the LISTEN/NOTIFY channel of a schema.
 func channelName(schema string) string { return "fila_" + schema }
 
 func newStatements(schema string) statements {
