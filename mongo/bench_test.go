@@ -95,6 +95,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	ctx := context.Background()
 	pair(b, func(b *testing.B) {
 		q := uniqueQueue("raw")
+		empty(b, e.raw)
 		for i := 0; i < b.N; i++ {
 			if _, err := e.raw.InsertOne(ctx, rawDocs(q, benchMsgs(1))[0]); err != nil {
 				b.Fatal(err)
@@ -102,6 +103,7 @@ func BenchmarkEnqueue(b *testing.B) {
 		}
 	}, func(b *testing.B) {
 		q := uniqueQueue("fila")
+		empty(b, e.drv.msgs)
 		for i := 0; i < b.N; i++ {
 			if _, err := e.drv.Enqueue(ctx, q, benchMsgs(1)); err != nil {
 				b.Fatal(err)
@@ -117,6 +119,7 @@ func BenchmarkEnqueueBatch100(b *testing.B) {
 	ctx := context.Background()
 	pair(b, func(b *testing.B) {
 		q := uniqueQueue("raw")
+		empty(b, e.raw)
 		for i := 0; i < b.N; i++ {
 			if _, err := e.raw.InsertMany(ctx, rawDocs(q, benchMsgs(benchBatch)), options.InsertMany().SetOrdered(false)); err != nil {
 				b.Fatal(err)
@@ -124,12 +127,23 @@ func BenchmarkEnqueueBatch100(b *testing.B) {
 		}
 	}, func(b *testing.B) {
 		q := uniqueQueue("fila")
+		empty(b, e.drv.msgs)
 		for i := 0; i < b.N; i++ {
 			if _, err := e.drv.Enqueue(ctx, q, benchMsgs(benchBatch)); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+}
+
+// empty deletes what earlier runs left in coll, outside the timer: FerretDB
+// scans the whole collection for every query.
+func empty(b *testing.B, coll *gomongo.Collection) {
+	b.StopTimer()
+	if _, err := coll.DeleteMany(context.Background(), bson.D{}); err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
 }
 
 // refill keeps a small stock of ready messages outside the timer.
@@ -148,6 +162,7 @@ func BenchmarkReceiveAck(b *testing.B) {
 	ctx := context.Background()
 	pair(b, func(b *testing.B) {
 		q := uniqueQueue("raw")
+		empty(b, e.raw)
 		for i := 0; i < b.N; i++ {
 			if i%benchStock == 0 {
 				refill(b, e.raw, q, benchStock)
@@ -167,6 +182,7 @@ func BenchmarkReceiveAck(b *testing.B) {
 		}
 	}, func(b *testing.B) {
 		q := uniqueQueue("fila")
+		empty(b, e.drv.msgs)
 		for i := 0; i < b.N; i++ {
 			if i%benchStock == 0 {
 				refill(b, e.drv.msgs, q, benchStock)
@@ -192,6 +208,7 @@ func BenchmarkReceiveAckBatch10(b *testing.B) {
 	ctx := context.Background()
 	pair(b, func(b *testing.B) {
 		q := uniqueQueue("raw")
+		empty(b, e.raw)
 		for i := 0; i < b.N; i += benchRecvBatch {
 			if i%benchStock == 0 {
 				refill(b, e.raw, q, benchStock)
@@ -225,6 +242,7 @@ func BenchmarkReceiveAckBatch10(b *testing.B) {
 		}
 	}, func(b *testing.B) {
 		q := uniqueQueue("fila")
+		empty(b, e.drv.msgs)
 		for i := 0; i < b.N; i += benchRecvBatch {
 			if i%benchStock == 0 {
 				refill(b, e.drv.msgs, q, benchStock)

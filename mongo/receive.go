@@ -127,7 +127,7 @@ func (d *Driver) claimOne(ctx context.Context, queue string, lease time.Duration
 	now := time.Now()
 	var doc msgDoc
 	err := d.msgs.FindOneAndUpdate(ctx, claimFilter(queue, now), claimUpdate(newReceipt(), now, lease),
-		options.FindOneAndUpdate().SetSort(claimSort).SetReturnDocument(options.After).SetHint(claimIndex),
+		options.FindOneAndUpdate().SetSort(claimSort).SetReturnDocument(options.After),
 	).Decode(&doc)
 	if errors.Is(err, gomongo.ErrNoDocuments) {
 		return nil, nil
@@ -162,7 +162,7 @@ func (d *Driver) claimMany(ctx context.Context, queue string, p backend.ReceiveP
 	for try := 0; try < 3; try++ {
 		now := time.Now()
 		filter := claimFilter(queue, now)
-		cur, err := d.msgs.Find(ctx, filter, options.Find().SetSort(claimSort).SetLimit(int64(p.Max)).SetHint(claimIndex))
+		cur, err := d.msgs.Find(ctx, filter, options.Find().SetSort(claimSort).SetLimit(int64(p.Max)))
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +233,7 @@ func (d *Driver) nextDue(ctx context.Context, queue string) (time.Time, error) {
 		Due time.Time `bson:"due"`
 	}
 	err := d.msgs.FindOne(ctx, bson.D{{Key: "q", Value: queue}},
-		options.FindOne().SetSort(claimSort).SetProjection(bson.D{{Key: "due", Value: 1}}).SetHint(claimIndex)).Decode(&doc)
+		options.FindOne().SetSort(claimSort).SetProjection(bson.D{{Key: "due", Value: 1}})).Decode(&doc)
 	if errors.Is(err, gomongo.ErrNoDocuments) {
 		return time.Time{}, nil
 	}

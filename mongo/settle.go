@@ -15,7 +15,8 @@ func leaseFilter(ref backend.Ref) bson.D {
 	return bson.D{{Key: "_id", Value: ref.ID}, {Key: "q", Value: ref.Queue}, {Key: "r", Value: ref.Receipt}}
 }
 
-// Ack deletes the messages whose receipts are current with one deleteMany.
+// Ack deletes the messages whose receipts are current with one deleteOne,
+// or one deleteMany for several refs.
 // When fewer documents were deleted than refs were given (some leases were
 // lost), a second query tells which: a ref whose message still exists under
 // another receipt lost its lease. If more refs name messages that are gone
@@ -26,25 +27,25 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	if len(refs) == 0 {
 		return errs, nil
 	}
-	var filter bson.D
 	if len(refs) == 1 {
-		filter = leaseFilter(refs[0])
-	} else {
-		or := make(bson.A, len(refs))
-		for i, ref := range refs {
-			or[i] = leaseFilter(ref)
+		res, err := d.msgs.DeleteOne(ctx, leaseFilter(refs[0]))
+		if err != nil {
+			return nil, d.mapErr(ctx, err, "ack")
 		}
-		filter = bson.D{{Key: "$or", Value: or}}
+		if res.DeletedCount == 0 {
+			errs[0] = backend.ErrLeaseLost
+		}
+		return errs, nil
 	}
-	res, err := d.msgs.DeleteMany(ctx, filter)
+	or := make(bson.A, len(refs))
+	for i, ref := range refs {
+		or[i] = leaseFilter(ref)
+	}
+	res, err := d.msgs.DeleteMany(ctx, bson.D{{Key: "$or", Value: or}})
 	if err != nil {
 		return nil, d.mapErr(ctx, err, "ack")
 	}
 	if int(res.DeletedCount) == len(refs) {
-		return errs, nil
-	}
-	if len(refs) == 1 {
-		errs[0] = backend.ErrLeaseLost
 		return errs, nil
 	}
 	ids := make([]string, len(refs))
