@@ -12,7 +12,8 @@ import (
 )
 
 // TestClaimUsesIndex checks with explain that the claim (the
-// findOneAndUpdate) and the next-due query are served by the claim index,
+// findOneAndUpdate), the batch claim's read and the next-due query are
+// served by the claim index,
 // not a collection scan.
 func TestClaimUsesIndex(t *testing.T) {
 	t.Parallel()
@@ -33,7 +34,9 @@ func TestClaimUsesIndex(t *testing.T) {
 		"claim": {{Key: "findAndModify", Value: drv.msgs.Name()}, {Key: "query", Value: claimFilter(q, now)},
 			{Key: "sort", Value: claimSort}, {Key: "update", Value: claimUpdate("r", now, time.Minute)}, {Key: "new", Value: true}},
 		"batch claim candidates": {{Key: "find", Value: drv.msgs.Name()}, {Key: "filter", Value: claimFilter(q, now)},
-			{Key: "sort", Value: claimSort}, {Key: "limit", Value: 10}, {Key: "projection", Value: bson.D{{Key: "_id", Value: 1}}}},
+			{Key: "sort", Value: claimSort}, {Key: "limit", Value: 10}},
+		"next due time": {{Key: "find", Value: drv.msgs.Name()}, {Key: "filter", Value: bson.D{{Key: "q", Value: q}}},
+			{Key: "sort", Value: claimSort}, {Key: "limit", Value: 1}, {Key: "projection", Value: bson.D{{Key: "due", Value: 1}}}},
 	}
 	for name, cmd := range cmds {
 		var out bson.Raw
