@@ -13,8 +13,7 @@ import (
 
 // TestClaimUsesIndex checks with explain that the claim (the
 // findOneAndUpdate), the batch claim's read and the next-due query are
-// served by the claim index,
-// not a collection scan.
+// served by the claim index, not a collection scan or an in-memory sort.
 func TestClaimUsesIndex(t *testing.T) {
 	t.Parallel()
 	s := mongoServer(t)
