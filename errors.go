@@ -17,6 +17,9 @@ var (
 	ErrInvalid     = backend.ErrInvalid
 	ErrTooLarge    = backend.ErrTooLarge
 	ErrUnsupported = backend.ErrUnsupported
+	// ErrUnavailable marks failures that a retry may cure (a lost
+	// connection, a broker restarting); drivers wrap them with it.
+	ErrUnavailable = backend.ErrUnavailable
 )
 
 // DuplicateError carries the id of the pending message holding a dedup key;

@@ -120,8 +120,8 @@ func (c *Client) prepare(m *Message, now time.Time) (backend.Message, error) {
 		return backend.Message{}, invalidf("max attempts %d must be between 0 (client default) and %d", m.MaxAttempts, maxMaxAttempts)
 	}
 	if m.DedupKey != "" {
-		if len(m.DedupKey) > MaxDedupKeyLen || !utf8.ValidString(m.DedupKey) {
-			return backend.Message{}, invalidf("dedup key must be at most %d bytes of UTF-8", MaxDedupKeyLen)
+		if len(m.DedupKey) > MaxDedupKeyLen || !utf8.ValidString(m.DedupKey) || strings.IndexByte(m.DedupKey, 0) >= 0 {
+			return backend.Message{}, invalidf("dedup key must be at most %d bytes of UTF-8 without NUL", MaxDedupKeyLen)
 		}
 		if !c.dedup {
 			return backend.Message{}, &UnsupportedError{Driver: c.name, Capability: "dedup keys"}

@@ -36,6 +36,7 @@ func TestPrepareRefusesBadMessages(t *testing.T) {
 		{Message{Kind: "k", MaxAttempts: maxMaxAttempts + 1}, ErrInvalid},
 		{Message{Kind: "k", DedupKey: "x"}, ErrUnsupported}, // c.dedup is false
 		{Message{Kind: "k", DedupKey: "\xff"}, ErrInvalid},
+		{Message{Kind: "k", DedupKey: "a\x00b"}, ErrInvalid},
 	}
 	for _, tc := range cases {
 		if _, err := c.prepare(&tc.m, now); !errors.Is(err, tc.want) {

@@ -24,6 +24,11 @@ var (
 	ErrTooLarge = errors.New("fila: message too large")
 	// ErrUnsupported is returned when the driver lacks an optional capability.
 	ErrUnsupported = errors.New("fila: not supported by this driver")
+	// ErrUnavailable marks a failure that retrying later may cure: the broker
+	// is unreachable, the connection was lost or is being re-established, the
+	// server is shutting down or out of resources. Drivers wrap such errors
+	// with it; nothing else.
+	ErrUnavailable = errors.New("fila: broker unavailable (retryable)")
 )
 
 // DuplicateError reports that a dedup key is taken. It matches ErrDuplicate.

@@ -20,7 +20,8 @@ import (
 // operations (a retried enqueue may store a duplicate when the first attempt
 // committed but its reply was lost). The pool replaces broken connections by
 // itself. Match it with errors.Is, or use IsRetryable.
-var ErrUnavailable = errors.New("fila/postgres: PostgreSQL unavailable (retryable)")
+// It is fila.ErrUnavailable, shared by every driver.
+var ErrUnavailable = backend.ErrUnavailable
 
 // IsRetryable reports whether err is a transient failure worth retrying.
 func IsRetryable(err error) bool { return errors.Is(err, ErrUnavailable) }

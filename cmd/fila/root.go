@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/postgres"
 )
 
 // Exit codes; see the package documentation.
@@ -203,7 +204,7 @@ func (a *app) connectErr(ctx, octx context.Context, raw string, err error) error
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case errors.Is(err, fila.ErrInvalid) && strings.Contains(err.Error(), "this Fila needs version"):
+	case errors.Is(err, postgres.ErrNotMigrated):
 		// The PostgreSQL schema is missing or old.
 		return &exitErr{code: exitUsage, err: fmt.Errorf("%w\nRun 'fila schema up' to create or upgrade it.", err)}
 	case errors.Is(err, fila.ErrInvalid):
