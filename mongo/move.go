@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -16,8 +17,9 @@ import (
 // whose run-at has not come (for a relay moving a queue to another broker).
 // Each claim is a findOneAndUpdate like Receive's; the stored due time
 // becomes the later of the lease deadline and the run-at, so a message
-// taken early whose lease expires is not claimable before its run-at. Each
-// delivery's RunAt is the run-at the message had.
+// taken early whose lease expires is not claimable before its run-at (the
+// run-at is also recorded so that Extend keeps it). Each delivery's RunAt is
+// the run-at the message had.
 func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	var out []backend.Delivery
 	for len(out) < max(p.Max, 1) {
@@ -43,14 +45,28 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.Rec
 			}
 			return nil, d.mapErr(ctx, err, "receive delayed")
 		}
-		dl := before.delivery()
-		dl.Attempt = before.Attempts + 1
-		dl.Receipt = receipt
-		dl.Deadline = deadline
-		dl.RunAt, dl.Delay = before.Due, 0
-		out = append(out, dl)
+		out = append(out, heldDelivery(&before, receipt, deadline))
+		// Remember the run-at so that Extend keeps the message held until
+		// then. Without it (the write failed) the due time still holds it;
+		// only an Extend could bring it forward.
+		if _, err := d.msgs.UpdateOne(ctx, bson.D{{Key: "_id", Value: before.ID}, {Key: "r", Value: receipt}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "hold", Value: before.Due}}}}); err != nil {
+			d.log.Warn("fila: recording the run-at of a message taken early failed", slog.String("id", before.ID), slog.Any("error", err))
+			return out, nil
+		}
 	}
 	return out, nil
+}
+
+// heldDelivery is the delivery of a message taken early, from its state
+// before the claim.
+func heldDelivery(before *msgDoc, receipt string, deadline time.Time) backend.Delivery {
+	dl := before.delivery()
+	dl.Attempt = before.Attempts + 1
+	dl.Receipt = receipt
+	dl.Deadline = deadline
+	dl.RunAt, dl.Delay = before.Due, 0
+	return dl
 }
 
 // DeadImport stores dead letters taken from another broker with their

@@ -25,7 +25,8 @@ func TestCarriedAttempts(t *testing.T) {
 }
 
 // TestReceiveDelayed: delayed messages are taken early with their run-at,
-// and one whose lease expires is not ready before its run-at.
+// and one whose lease expires (even after an Extend to before the run-at)
+// is not ready before its run-at.
 func TestReceiveDelayed(t *testing.T) {
 	t.Parallel()
 	s := mongoServer(t)
@@ -42,6 +43,11 @@ func TestReceiveDelayed(t *testing.T) {
 	}
 	if d := ds[0].RunAt.Sub(runAt); d < -time.Millisecond || d > time.Millisecond || ds[0].Attempt != 1 {
 		t.Errorf("delivery run-at %v attempt %d, want %v attempt 1", ds[0].RunAt, ds[0].Attempt, runAt)
+	}
+	// An Extend to before the run-at does not make it claimable early.
+	ref := backend.Ref{Queue: q, ID: ds[0].ID, Receipt: ds[0].Receipt}
+	if dl, err := drv.Extend(ctx, ref, 50*time.Millisecond); err != nil || time.Until(dl) > time.Second {
+		t.Errorf("Extend = %v, %v; want a deadline about 50ms away", dl, err)
 	}
 	again, err := drv.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
 	if err != nil || len(again) != 0 {

@@ -55,6 +55,9 @@ type msgDoc struct {
 	DedupKey   string    `bson:"dk,omitempty"`
 	RunAt      time.Time `bson:"ra,omitempty"`
 	EnqueuedAt time.Time `bson:"ea"`
+	// Hold is the run-at of a message taken early by ReceiveDelayed: its
+	// due time never goes below it while that lease lasts (Extend keeps it).
+	Hold time.Time `bson:"hold,omitempty"`
 }
 
 // header is one message header. Headers are stored as an array of pairs

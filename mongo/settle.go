@@ -2,9 +2,11 @@ package mongo
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	gomongo "go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -85,7 +87,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 	if reason != "" {
 		set = append(set, bson.E{Key: "le", Value: reason})
 	}
-	res, err := d.msgs.UpdateOne(ctx, leaseFilter(ref), bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "r", Value: ""}}}})
+	res, err := d.msgs.UpdateOne(ctx, leaseFilter(ref), bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "r", Value: ""}, {Key: "hold", Value: ""}}}})
 	if err != nil {
 		return d.mapErr(ctx, err, "retry")
 	}
@@ -98,10 +100,32 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 	return nil
 }
 
-// Extend moves the lease deadline to now + lease.
+// Extend moves the lease deadline to now + lease. A message taken early by
+// ReceiveDelayed stays unclaimable until its run-at even if the new deadline
+// is earlier (two more round trips in that rare case).
 func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duration) (time.Time, error) {
 	deadline := ceilMS(time.Now().Add(lease))
-	res, err := d.msgs.UpdateOne(ctx, leaseFilter(ref), bson.D{{Key: "$set", Value: bson.D{{Key: "due", Value: deadline}}}})
+	notHeld := append(leaseFilter(ref), bson.E{Key: "$or", Value: bson.A{
+		bson.D{{Key: "hold", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "hold", Value: bson.D{{Key: "$lte", Value: deadline}}}},
+	}})
+	res, err := d.msgs.UpdateOne(ctx, notHeld, bson.D{{Key: "$set", Value: bson.D{{Key: "due", Value: deadline}}}})
+	if err != nil {
+		return time.Time{}, d.mapErr(ctx, err, "extend")
+	}
+	if res.MatchedCount == 1 {
+		return deadline, nil
+	}
+	// Either the lease is lost or the message is held until a later run-at.
+	var doc msgDoc
+	err = d.msgs.FindOne(ctx, leaseFilter(ref)).Decode(&doc)
+	if errors.Is(err, gomongo.ErrNoDocuments) {
+		return time.Time{}, backend.ErrLeaseLost
+	}
+	if err != nil {
+		return time.Time{}, d.mapErr(ctx, err, "extend")
+	}
+	res, err = d.msgs.UpdateOne(ctx, leaseFilter(ref), bson.D{{Key: "$set", Value: bson.D{{Key: "due", Value: later(deadline, doc.Hold)}}}})
 	if err != nil {
 		return time.Time{}, d.mapErr(ctx, err, "extend")
 	}
@@ -109,4 +133,11 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 		return time.Time{}, backend.ErrLeaseLost
 	}
 	return deadline, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
