@@ -24,7 +24,13 @@ func (r *report) markdown(cfg config) string {
 	b.WriteString("Ratios are Fila's advantage: ×1.50 means Fila is 1.5 times better than that baseline " +
 		"(higher throughput, or lower latency); ×0.70 means Fila reaches 70% of it.\n\n")
 	var notes []string
-	for _, broker := range allBrokers {
+	var brokers []string
+	for _, res := range r.results {
+		if !slices.Contains(brokers, res.Broker) {
+			brokers = append(brokers, res.Broker)
+		}
+	}
+	for _, broker := range brokers {
 		var rows []string
 		var systems []string
 		for _, res := range r.results {

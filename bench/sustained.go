@@ -69,6 +69,11 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgHotTable, rate float64, 
 		}
 	}()
 	schema, table := s.hotTable()
+	// Start from a vacuumed table, so dead tuples left by earlier scenarios
+	// do not count.
+	if _, err := env.pool.Exec(ctx, `VACUUM `+schema+`.`+table); err != nil {
+		return run, err
+	}
 	if idle {
 		conn, err := pgx.Connect(ctx, env.url)
 		if err != nil {

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/fila-go/fila/memory"
+)
+
+// TestScenariosOnMemory runs every generic scenario at a tiny size on Fila's
+// in-memory driver, so the harness itself (counting, pacing, reporting) is
+// checked without any server.
+func TestScenariosOnMemory(t *testing.T) {
+	ctx := context.Background()
+	s, err := newFilaSystem(ctx, "mem://bench-test-"+randSuffix(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+
+	rep := &report{started: time.Now()}
+	rs, err := enqueueScenario(ctx, "memory", s, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.results = append(rep.results, rs...)
+	rs, err = burnDownScenario(ctx, "memory", s, 200, []int{1, 8}, 10*time.Second, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Note != "" || r.Value <= 0 {
+			t.Errorf("%s: drained at %.0f msg/s (%s); want all 200 done", r.Scenario, r.Value, r.Note)
+		}
+	}
+	rep.results = append(rep.results, rs...)
+	rs, err = latencyScenario(ctx, "memory", s, []float64{200}, time.Second, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Value <= 0 || r.Value > 1000 || r.Note != "" {
+			t.Errorf("%s: %.2f ms (%s)", r.Scenario, r.Value, r.Note)
+		}
+	}
+	rep.results = append(rep.results, rs...)
+
+	cfg, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := rep.markdown(cfg)
+	if !strings.Contains(md, "burn-down c=8") || !strings.Contains(md, "latency 200/s p99") {
+		t.Errorf("report lacks rows:\n%s", md)
+	}
+}
+
+func TestBodyTimeRoundTrip(t *testing.T) {
+	now := time.Now()
+	got, ok := bodyTime(makeBody(now))
+	if !ok || !got.Equal(time.Unix(0, now.UnixNano())) {
+		t.Fatalf("bodyTime = %v, %v; want %v", got, ok, now)
+	}
+	if _, ok := bodyTime([]byte("short")); ok {
+		t.Fatal("short body parsed")
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--preset", "full", "--broker", "postgres,redis", "--burn-n", "10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.burnN != 10 || cfg.susDur != 10*time.Minute || len(cfg.brokers) != 2 {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+	if _, err := parseFlags([]string{"--broker", "kafka"}); err == nil {
+		t.Fatal("unknown broker accepted")
+	}
+}
