@@ -53,13 +53,13 @@ func encodePayload(m *backend.Message) ([]byte, error) {
 
 // decodePayload fills m from a payload made by encodePayload.
 func decodePayload(p string, m *backend.Message) error {
-	bad := fmt.Errorf("fila/redis: message %s: truncated payload (%d bytes)", m.ID, len(p))
+	bad := func() error { return fmt.Errorf("fila/redis: message %s: truncated payload (%d bytes)", m.ID, len(p)) }
 	if len(p) < 1 {
-		return bad
+		return bad()
 	}
 	n := int(p[0])
 	if len(p) < 1+n+16 {
-		return bad
+		return bad()
 	}
 	m.Kind = p[1 : 1+n]
 	p = p[1+n:]
@@ -68,7 +68,7 @@ func decodePayload(p string, m *backend.Message) error {
 	hl := int(binary.BigEndian.Uint32([]byte(p[12:16])))
 	p = p[16:]
 	if len(p) < hl {
-		return bad
+		return bad()
 	}
 	if hl > 0 {
 		if err := json.Unmarshal([]byte(p[:hl]), &m.Headers); err != nil {

@@ -237,12 +237,12 @@ func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration
 }
 
 // deliveries decodes the receive script's (stream id, attempt, fields)
-// triples; the k-th delivery's token is tok.k.
+// triples; every delivery's lease token is tok.
 func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, deadline time.Time) ([]backend.Delivery, error) {
 	out := make([]backend.Delivery, 0, len(list)/3)
 	for i := 0; i+2 < len(list); i += 3 {
 		sid := str(list[i])
-		receipt := makeReceipt(sid, tok+"."+strconv.Itoa(i/3+1))
+		receipt := makeReceipt(sid, tok)
 		m, lastErr, err := entryMessage(list[i+2])
 		if err != nil {
 			// A corrupt entry would come back forever: dead-letter it.

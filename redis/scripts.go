@@ -158,8 +158,9 @@ return out
 // ARGV: group, consumer, max, lease (ms), token base, promotion limit, sweep
 // interval (ms, 0 = never), orphan idle (ms). Returns {now, deadline, wake
 // id, next due (ms or -1), then per delivery: stream id, attempt, fields}.
-// The k-th delivery's token is "<token base>.<k>". wake id and next due are
-// only set when nothing was delivered.
+// Every delivery of the call gets the lease token ARGV[5] (a stream id is
+// delivered once per call, so stream id + token names one delivery). wake id
+// and next due are only set when nothing was delivered.
 const luaReceive = `
 local g, c = ARGV[1], ARGV[2]
 local want, lease, tok = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
@@ -170,12 +171,15 @@ local out = {now, deadline, '', -1}
 local seq = 0
 
 local hs, zs = {}, {}
+local dls = string.format('%d', deadline)
+local nh, no = 0, 4
 local function give(sid, fields, attempt, mid, dedup)
   seq = seq + 1
-  local token = tok .. '.' .. seq
-  hs[#hs + 1] = sid; hs[#hs + 1] = rec_make(token, attempt, mid, dedup)
-  zs[#zs + 1] = deadline; zs[#zs + 1] = sid
-  out[#out + 1] = sid; out[#out + 1] = attempt; out[#out + 1] = fields
+  hs[nh + 1] = sid; hs[nh + 2] = tok .. '\n' .. attempt .. '\n' .. mid .. '\n' .. dedup
+  zs[nh + 1] = dls; zs[nh + 2] = sid
+  nh = nh + 2
+  out[no + 1] = sid; out[no + 2] = attempt; out[no + 3] = fields
+  no = no + 3
 end
 
 -- (a) promote delayed messages whose run-at has come
