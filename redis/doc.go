@@ -38,8 +38,8 @@
 // delayed messages into the stream, takes over deliveries whose own recorded
 // deadline has passed (XCLAIM of exactly those entries, so a short lease never
 // steals a message leased longer by someone else), then reads new entries with
-// XREADGROUP. Each delivery gets a fresh lease token; the receipt is the
-// stream id plus that token. Ack, Retry, Dead and Extend are scripts that
+// XREADGROUP. Each Receive call draws a fresh lease token; a delivery's
+// receipt is its stream id plus that token, recorded in the lease hash. Ack, Retry, Dead and Extend are scripts that
 // check the token first and return ErrLeaseLost, changing nothing, when it is
 // not current. Ack does XACK + XDEL, so the stream only holds pending work;
 // Retry moves the message to the delayed set (or straight back to the stream
@@ -62,6 +62,17 @@
 // A batch enqueue is one script call, so it is stored whole. Dedup keys are
 // held in a hash (HSETNX semantics inside the enqueue script) and freed by
 // the Ack and Dead scripts.
+//
+// # Cost
+//
+// Every operation is one script call (one round trip). Measured on a 2-core
+// machine against a local Redis 7.0, an EnqueueBatch of 100 reaches about
+// 0.5 of raw pipelined XADD, a single Enqueue about 0.7 of a single XADD, a
+// single Receive+Ack about 0.6 of XREADGROUP+XACK, and a Receive of 100 with
+// AckBatch about 0.35 of XREADGROUP COUNT 100 + XACK: the receive script
+// spends most of its ~0.4 ms per 100 messages converting the XREADGROUP reply
+// into Lua values and back, the ack script ~0.2 ms on the token checks, XDEL
+// and the lease bookkeeping (see bench_test.go).
 //
 // # Recovery
 //
