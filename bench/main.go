@@ -42,6 +42,7 @@ type config struct {
 	susRate      float64
 	susDur       time.Duration
 	susInterval  time.Duration
+	vacuumEvery  time.Duration
 	susConc      int
 	susBaselines bool
 
@@ -111,6 +112,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&cfg.susRate, "sustained-rate", 500, "offered rate (msg/s) of the sustained PostgreSQL run")
 	fs.DurationVar(&cfg.susDur, "sustained-duration", 0, "length of each sustained phase (quick 1m, full 10m; 30m for the long run)")
 	fs.DurationVar(&cfg.susInterval, "sustained-interval", 10*time.Second, "sampling interval of the sustained run")
+	fs.DurationVar(&cfg.vacuumEvery, "vacuum-every", 0, "run VACUUM on the hot table at this interval during the sustained run, standing in for autovacuum where the server has it off (0: rely on autovacuum)")
 	fs.BoolVar(&cfg.susBaselines, "sustained-river", true, "also run River (FetchCooldown 1ms) in the sustained scenario")
 	fs.StringVar(&cfg.pgURL, "postgres-url", getenv("FILA_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL")
 	fs.StringVar(&cfg.redisURL, "redis-url", getenv("FILA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL")

@@ -153,7 +153,7 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 				sus = append(sus, h)
 			}
 		}
-		runs, serr := sustainedScenario(ctx, pg, sus, cfg.susRate, cfg.susDur, cfg.susInterval, cfg.susConc)
+		runs, serr := sustainedScenario(ctx, pg, sus, cfg.susRate, cfg.susDur, cfg.susInterval, cfg.vacuumEvery, cfg.susConc)
 		rep.sustained = append(rep.sustained, runs...)
 		if serr != nil {
 			errs = append(errs, serr)
