@@ -292,8 +292,13 @@ func (rr *relayRun) moveDead(ctx context.Context, dst backend.DeadImporter, batc
 		for i, l := range page.Letters {
 			ids[i] = l.ID
 		}
-		if _, err := r.From.DeadPurge(ctx, r.FromQueue, DeadFilter{IDs: ids}); err != nil {
+		n, err := r.From.DeadPurge(ctx, r.FromQueue, DeadFilter{IDs: ids})
+		if err != nil {
 			return fmt.Errorf("relay: purge moved dead letters from %s: %w", r.FromQueue, err)
+		}
+		if n == 0 {
+			// The same page would be listed again forever.
+			return fmt.Errorf("relay: purging %d moved dead letters from %s removed none", len(ids), r.FromQueue)
 		}
 		rr.dead.Add(int64(len(ids)))
 		rr.progress()
@@ -329,11 +334,13 @@ func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic
 	}
 	cctx, leave, err := r.To.enter(ctx)
 	if err != nil {
+		rr.release(ctx, ds)
 		return err
 	}
 	res, err := r.To.drv.Enqueue(cctx, rr.to, bms)
 	leave()
 	if err != nil {
+		rr.release(ctx, ds)
 		return fmt.Errorf("relay: enqueue %d messages to %s: %w (they stay on the source and are moved again)", len(bms), rr.to, r.To.done(ctx, err))
 	}
 	for _, x := range res {
@@ -341,7 +348,12 @@ func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic
 			rr.dups.Add(1)
 		}
 	}
-	if err := r.From.AckBatch(ctx, ds); err != nil {
+	// The target confirmed the batch: ack it even when ctx ended meanwhile
+	// (a stopped relay), or it would be moved again on the next run — a
+	// duplicate wherever the target has no dedup keys.
+	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer acancel()
+	if err := r.From.AckBatch(actx, ds); err != nil {
 		// Lost leases mean the batch comes back and is moved again; the dedup
 		// key (where the target has them) refuses the second copy.
 		rr.log.Warn("fila: relay ack on the source failed; those messages will be moved again", slog.Any("error", err))
@@ -349,4 +361,21 @@ func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic
 	counter.Add(int64(len(ds)))
 	rr.progress()
 	return nil
+}
+
+// settleTimeout bounds the acks and releases a relay makes after its context
+// ended.
+const settleTimeout = 10 * time.Second
+
+// release gives back a batch that could not be moved, so it is ready again at
+// once instead of after its lease (best effort: otherwise the lease expires).
+func (rr *relayRun) release(ctx context.Context, ds []*Delivery) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	for _, d := range ds {
+		if err := d.Release(rctx); err != nil {
+			rr.log.Debug("fila: relay could not release a message; it comes back when its lease expires", slog.String("id", d.ID), slog.Any("error", err))
+			return
+		}
+	}
 }
