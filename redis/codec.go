@@ -88,7 +88,9 @@ func payloadKind(p string) string {
 }
 
 // appendFields appends m's stream fields to args and returns the new slice
-// and the number of values appended.
+// and the number of values appended. The message id comes first (the dead
+// import script relies on it); attempts carried over from another broker
+// become the entry's count of earlier deliveries.
 func appendFields(args []any, m *backend.Message) ([]any, int, error) {
 	p, err := encodePayload(m)
 	if err != nil {
@@ -98,6 +100,9 @@ func appendFields(args []any, m *backend.Message) ([]any, int, error) {
 	args = append(args, fID, m.ID, fPayload, p)
 	if m.DedupKey != "" {
 		args = append(args, fDedup, m.DedupKey)
+	}
+	if m.Attempts > 0 {
+		args = append(args, fAttempts, m.Attempts)
 	}
 	return args, len(args) - start, nil
 }

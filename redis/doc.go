@@ -23,14 +23,16 @@
 // "fila"), a hash of lease records (stream id → token, attempt, message id,
 // dedup key), a sorted set of lease deadlines, a sorted set of delayed
 // messages by run-at with a hash of their payloads, a hash of dedup keys, the
-// dead-letter stream and a hash of dead-letter counts per kind. The lease hash
+// dead-letter stream, a hash of dead-letter counts per kind and a hash from
+// message id to dead-letter entry (so imports are idempotent). The lease hash
 // and the two sorted sets keep one permanent padding member (72 '~'
 // characters, score +inf), longer than the listpack limits, so Redis keeps
 // them in their hashtable and skiplist encodings: in the compact encoding
 // each batched insert or delete would rescan the whole key. A stream entry
 // has two fields, the message id and a payload Go packs (kind, enqueue time,
 // max attempts, headers, body), plus the dedup key, attempts so far and last
-// error when there are any.
+// error when there are any. A message enqueued with attempts carried over
+// from another broker (Message.Attempts) starts with that count.
 //
 // # Delivery semantics
 //
@@ -62,6 +64,30 @@
 // A batch enqueue is one script call, so it is stored whole. Dedup keys are
 // held in a hash (HSETNX semantics inside the enqueue script) and freed by
 // the Ack and Dead scripts.
+//
+// # Moving queues
+//
+// The driver implements backend.DelayedReceiver and backend.DeadImporter for
+// fila's relay. ReceiveDelayed takes delayed messages before their run-at
+// (earliest first) without giving them a stream entry: the message's fields
+// stay in the delayed payload hash and the lease is recorded under a pseudo
+// stream id "d<run-at>-<message id>", which Ack, Retry, Dead and Extend
+// recognise. When such a lease expires unsettled, the next Receive (or
+// ReceiveDelayed) puts the message back in the delayed set at its original
+// run-at, or into the stream when that run-at has passed, with the attempt
+// counted. DeadImport appends letters to the dead-letter stream with their
+// reason, attempts and dead-at; a letter whose message id already has a
+// dead letter in the queue is skipped. Imported letters are listed after
+// the ones already there and count in the per-kind totals.
+//
+// # Errors
+//
+// Failures a retry may cure wrap backend.ErrUnavailable (fila.ErrUnavailable):
+// refused, lost or timed-out connections, an exhausted connection pool, and
+// the LOADING, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, NOREPLICAS, BUSY,
+// OOM and max-clients replies. A retried call may repeat work whose reply was
+// lost (an enqueue stored twice, a settlement already applied reporting
+// ErrLeaseLost).
 //
 // # Cost
 //

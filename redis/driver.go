@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -26,7 +29,8 @@ const group = "fila"
 const maxAckScript = 1000
 
 // Driver is the Redis driver. It implements backend.Driver and the optional
-// Deduper, DeadLetterer, StatsReader, Pinger and Namer interfaces. Use it
+// Deduper, DeadLetterer, StatsReader, Pinger, Namer, DelayedReceiver and
+// DeadImporter interfaces. Use it
 // through fila.Open("redis://…") or fila.New(redis.New(client, opts)).
 type Driver struct {
 	c goredis.UniversalClient
@@ -104,8 +108,10 @@ func (d *Driver) Ping(ctx context.Context) error {
 func (d *Driver) keys(queue string) keys { return queueKeys(d.o.Prefix, queue) }
 
 // fail maps an error from Redis: the context's error when ctx ended (so
-// errors.Is(err, context.Canceled) holds), otherwise the cause wrapped with
-// the driver's name. It is the driver's single error-mapping point.
+// errors.Is(err, context.Canceled) holds), backend.ErrClosed for a closed
+// client, an error wrapping backend.ErrUnavailable for failures a retry may
+// cure (see retryable), otherwise the cause wrapped with the driver's name.
+// It is the driver's single error-mapping point.
 func (d *Driver) fail(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
@@ -113,13 +119,48 @@ func (d *Driver) fail(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
 	if errors.Is(err, goredis.ErrClosed) {
 		return backend.ErrClosed
 	}
+	if errors.Is(err, backend.ErrUnavailable) {
+		return err
+	}
+	if retryable(err) {
+		return fmt.Errorf("fila/redis: %w: %w", backend.ErrUnavailable, err)
+	}
 	return fmt.Errorf("fila/redis: %w", err)
+}
+
+// retryableReplies are the prefixes of Redis error replies that a later
+// retry may cure: the server is loading its data, shutting down, failing
+// over, out of memory or clients, or busy with a long script (but not
+// BUSYGROUP, hence the spaces). Errors raised
+// inside a script keep the prefix of the command that failed.
+var retryableReplies = []string{
+	"LOADING ", "READONLY ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN ", "NOREPLICAS ",
+	"BUSY ", "OOM ", "ERR max number of clients reached",
+}
+
+// retryable reports whether err is a lost, refused or timed-out connection,
+// an exhausted connection pool, or one of retryableReplies.
+func retryable(err error) bool {
+	var ne net.Error
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, goredis.ErrPoolTimeout) || errors.As(err, &ne) ||
+		// A deadline inside go-redis (dial or read timeout) while the
+		// caller's context is alive.
+		errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	s := err.Error()
+	for _, p := range retryableReplies {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return strings.Contains(s, "connection reset") || strings.Contains(s, "broken pipe") ||
+		strings.Contains(s, "connection refused")
 }
 
 // Enqueue stores msgs with one script call: the batch is stored whole (a
@@ -197,7 +238,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			return nil, fmt.Errorf("fila/redis: receive script returned %d values", len(v))
 		}
 		if len(v) > 4 {
-			return d.deliveries(ctx, queue, tok, v[4:], msTime(toInt(v[1])))
+			return d.deliveries(ctx, queue, tok, v[4:], msTime(toInt(v[1])), 3)
 		}
 		wait := d.o.Block
 		if next := toInt(v[3]); next >= 0 {
@@ -236,11 +277,12 @@ func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration
 	}
 }
 
-// deliveries decodes the receive script's (stream id, attempt, fields)
-// triples; every delivery's lease token is tok.
-func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, deadline time.Time) ([]backend.Delivery, error) {
-	out := make([]backend.Delivery, 0, len(list)/3)
-	for i := 0; i+2 < len(list); i += 3 {
+// deliveries decodes a receive script's (stream id, attempt, fields)
+// triples, or with stride 4 (stream id, attempt, fields, run-at) quadruples;
+// every delivery's lease token is tok.
+func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, deadline time.Time, stride int) ([]backend.Delivery, error) {
+	out := make([]backend.Delivery, 0, len(list)/stride)
+	for i := 0; i+stride-1 < len(list); i += stride {
 		sid := str(list[i])
 		receipt := makeReceipt(sid, tok)
 		m, lastErr, err := entryMessage(list[i+2])
@@ -249,6 +291,9 @@ func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, 
 			d.o.Logger.Error("fila/redis: dead-lettering an undecodable stream entry", slog.String("queue", queue), slog.String("stream_id", sid), slog.Any("error", err))
 			_ = d.Dead(ctx, backend.Ref{Queue: queue, ID: m.ID, Receipt: receipt}, "fila/redis: undecodable entry: "+err.Error())
 			continue
+		}
+		if stride == 4 {
+			m.RunAt = msTime(toInt(list[i+3]))
 		}
 		out = append(out, backend.Delivery{
 			Message: m, Attempt: int(toInt(list[i+1])), Receipt: receipt,

@@ -249,7 +249,7 @@ func TestKeysShareOneClusterSlot(t *testing.T) {
 	}
 	for _, q := range []string{"a", "orders.v2", "Q-1_x"} {
 		ks := redis.QueueKeys("fila", q)
-		if len(ks) != 9 {
+		if len(ks) != 10 {
 			t.Fatalf("%d keys", len(ks))
 		}
 		slot := keySlot(ks[0])

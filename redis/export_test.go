@@ -14,4 +14,5 @@ const (
 	KeyDead
 	KeyDeadKinds
 	KeySweep
+	KeyDeadIDs
 )

@@ -13,11 +13,12 @@ type keys struct {
 	dead     string // stream of dead letters
 	deadKind string // hash: kind -> number of dead letters of that kind
 	sweep    string // hash: state of the orphan sweep ("c" cursor, "t" next run, Unix ms)
+	deadIDs  string // hash: message id -> stream id of its dead letter (for idempotent imports)
 }
 
-// list returns the keys in the order the scripts expect them (KEYS[1..9]).
+// list returns the keys in the order the scripts expect them (KEYS[1..10]).
 func (k keys) list() []string {
-	return []string{k.stream, k.leases, k.deadline, k.delayed, k.payloads, k.dedup, k.dead, k.deadKind, k.sweep}
+	return []string{k.stream, k.leases, k.deadline, k.delayed, k.payloads, k.dedup, k.dead, k.deadKind, k.sweep, k.deadIDs}
 }
 
 func queueKeys(prefix, queue string) keys {
@@ -32,5 +33,6 @@ func queueKeys(prefix, queue string) keys {
 		dead:     tag + ":dead",
 		deadKind: tag + ":deadkinds",
 		sweep:    tag + ":sweep",
+		deadIDs:  tag + ":deadids",
 	}
 }

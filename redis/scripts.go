@@ -2,7 +2,7 @@ package redis
 
 import goredis "github.com/redis/go-redis/v9"
 
-// Every script gets the nine keys of one queue (keys.list) and runs on the
+// Every script gets the ten keys of one queue (keys.list) and runs on the
 // broker's clock. Stream entries carry the message as fields:
 //
 //	i message id   p payload (kind, enqueued-at, max attempts, headers, body;
@@ -14,10 +14,16 @@ import goredis "github.com/redis/go-redis/v9"
 // "token\nattempt\nmessage id\ndedup key"; its deadline is the score of the
 // stream id in the "deadlines" sorted set. The consumer group's pending list
 // mirrors the records; the records are the truth.
+//
+// A delayed message taken early by ReceiveDelayed has no stream entry: its
+// fields stay in the "payloads" hash and its lease is recorded under the
+// pseudo stream id "d<run-at ms>-<message id>" (real stream ids start with a
+// digit). When such a lease expires, the message goes back to the delayed
+// set at that run-at (or to the stream when the run-at has passed).
 
 // luaPrelude holds helpers shared by every script.
 const luaPrelude = `
-local KS, KL, KX, KD, KP, KK, KDEAD, KDK, KW = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local KS, KL, KX, KD, KP, KK, KDEAD, KDK, KW, KDI = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 
 -- PAD is a permanent member of the leases hash and of the deadline and
 -- delayed sorted sets (score +inf). Being longer than the listpack limits (64
@@ -114,6 +120,98 @@ end
 
 local function dead_kind(kind, by)
   if redis.call('HINCRBY', KDK, kind, by) <= 0 then redis.call('HDEL', KDK, kind) end
+end
+
+-- dead_unindex forgets that message mid's dead letter is entry sid.
+local function dead_unindex(mid, sid)
+  if mid and redis.call('HGET', KDI, mid) == sid then redis.call('HDEL', KDI, mid) end
+end
+
+-- dead_add appends a dead letter (fields f) of message mid and kind.
+local function dead_add(f, mid, kind)
+  local sid = redis.call('XADD', KDEAD, '*', unpack(f))
+  redis.call('HSET', KDI, mid, sid)
+  dead_kind(kind, 1)
+end
+
+-- dead_trim deletes the oldest dead letters beyond cap (0 = unbounded).
+local function dead_trim(cap)
+  if cap <= 0 then return end
+  local over = redis.call('XLEN', KDEAD) - cap
+  if over <= 0 then return end
+  for _, old in ipairs(redis.call('XRANGE', KDEAD, '-', '+', 'COUNT', over)) do
+    local m = tomap(old[2])
+    dead_kind(pkind(m['p'] or '\0'), -1)
+    dead_unindex(m['i'], old[1])
+    redis.call('XDEL', KDEAD, old[1])
+  end
+end
+
+-- is_early reports whether sid is the pseudo stream id of a lease taken by
+-- ReceiveDelayed ("d<run-at>-<message id>").
+local function is_early(sid)
+  return string.byte(sid, 1) == 100
+end
+
+-- early_fields returns the stored fields of message mid (taken early), or nil.
+local function early_fields(mid)
+  local pk = redis.call('HGET', KP, mid)
+  if not pk then return nil end
+  return cmsgpack.unpack(pk)
+end
+
+-- unearly ends the early lease sid (expired): its message waits again for
+-- its run-at, or goes to the stream when the run-at has passed, keeping the
+-- deliveries it had.
+local function unearly(g, sid, now)
+  local r = redis.call('HGET', KL, sid)
+  redis.call('HDEL', KL, sid)
+  redis.call('ZREM', KX, sid)
+  if not r then return end
+  local _, att, mid, dedup = rec_parse(r)
+  local f = early_fields(mid)
+  if not f then
+    free_dedup(dedup, mid)
+    return
+  end
+  local nf = requeue(f, att, '')
+  local runat = tonumber(string.match(sid, '^d(%d+)-'))
+  if runat <= now then
+    ensure(g)
+    redis.call('XADD', KS, '*', unpack(nf))
+    redis.call('HDEL', KP, mid)
+  else
+    redis.call('HSET', KP, mid, cmsgpack.pack(nf))
+    redis.call('ZADD', KD, 'inf', PAD, runat, mid)
+  end
+end
+
+-- unearly_expired puts back the expired early leases found among the first
+-- scan expired leases.
+local function unearly_expired(g, now, scan)
+  for _, sid in ipairs(redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, scan)) do
+    if is_early(sid) then unearly(g, sid, now) end
+  end
+end
+
+-- take ends the delivery sid (whose lease was checked) and returns its
+-- message's fields, or nil when the message is gone (its lease and dedup key
+-- are then cleaned up). An early delivery's fields stay in the payloads hash.
+local function take(g, sid, mid, dedup)
+  if is_early(sid) then
+    redis.call('HDEL', KL, sid)
+    redis.call('ZREM', KX, sid)
+    local f = early_fields(mid)
+    if not f then free_dedup(dedup, mid) end
+    return f
+  end
+  local e = redis.call('XRANGE', KS, sid, sid)
+  if #e == 0 then
+    lost_entry(g, sid, mid, dedup)
+    return nil
+  end
+  drop(g, sid)
+  return e[1][2]
 end
 `
 
@@ -241,6 +339,13 @@ end
 -- (c) take over deliveries whose own deadline has passed
 local exp = redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, want)
 if #exp > 0 then
+  local sexp = {}
+  for _, sid in ipairs(exp) do
+    if is_early(sid) then unearly(g, sid, now) else sexp[#sexp + 1] = sid end
+  end
+  exp = sexp
+end
+if #exp > 0 then
   local got = {}
   local cl = redis.pcall('XCLAIM', KS, g, c, 0, unpack(exp))
   if not is_err(cl) then
@@ -328,7 +433,7 @@ local g = ARGV[1]
 local sids = {}
 for i = 2, #ARGV, 2 do sids[#sids + 1] = ARGV[i] end
 local recs = redis.call('HMGET', KL, unpack(sids))
-local out, ok, done = {}, {}, {}
+local out, ok, st, done = {}, {}, {}, {}
 for j, sid in ipairs(sids) do
   local r = recs[j]
   local token = ARGV[2 * j + 1]
@@ -337,16 +442,25 @@ for j, sid in ipairs(sids) do
   if r and not done[sid] and string.byte(r, #token + 1) == 10 and string.sub(r, 1, #token) == token then
     done[sid] = true
     ok[#ok + 1] = sid
-    if string.byte(r, -1) ~= 10 then
+    if is_early(sid) then
       local _, _, mid, dedup = rec_parse(r)
       free_dedup(dedup, mid)
+      redis.call('HDEL', KP, mid)
+    else
+      st[#st + 1] = sid
+      if string.byte(r, -1) ~= 10 then
+        local _, _, mid, dedup = rec_parse(r)
+        free_dedup(dedup, mid)
+      end
     end
     out[j] = 1
   end
 end
+if #st > 0 then
+  redis.pcall('XACK', KS, g, unpack(st))
+  redis.call('XDEL', KS, unpack(st))
+end
 if #ok > 0 then
-  redis.pcall('XACK', KS, g, unpack(ok))
-  redis.call('XDEL', KS, unpack(ok))
   redis.call('HDEL', KL, unpack(ok))
   redis.call('ZREM', KX, unpack(ok))
 end
@@ -359,16 +473,13 @@ const luaRetry = `
 local g, sid, token, delay, reason = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local t, att, mid, dedup = lease_of(sid, token)
 if not t then return 0 end
-local e = redis.call('XRANGE', KS, sid, sid)
-if #e == 0 then
-  lost_entry(g, sid, mid, dedup)
-  return 0
-end
-local f = requeue(e[1][2], att, reason)
-drop(g, sid)
+local src = take(g, sid, mid, dedup)
+if not src then return 0 end
+local f = requeue(src, att, reason)
 if delay <= 0 then
   ensure(g)
   redis.call('XADD', KS, '*', unpack(f))
+  if is_early(sid) then redis.call('HDEL', KP, mid) end
 else
   redis.call('HSET', KP, mid, cmsgpack.pack(f))
   redis.call('ZADD', KD, 'inf', PAD, now_ms() + delay, mid)
@@ -382,13 +493,10 @@ const luaDead = `
 local g, sid, token, reason, cap = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local t, att, mid, dedup = lease_of(sid, token)
 if not t then return 0 end
-local e = redis.call('XRANGE', KS, sid, sid)
-if #e == 0 then
-  lost_entry(g, sid, mid, dedup)
-  return 0
-end
+local src = take(g, sid, mid, dedup)
+if not src then return 0 end
+if is_early(sid) then redis.call('HDEL', KP, mid) end
 local f = {}
-local src = e[1][2]
 local kind = ''
 for i = 1, #src, 2 do
   local k = src[i]
@@ -398,19 +506,8 @@ end
 f[#f + 1] = 'a'; f[#f + 1] = att
 f[#f + 1] = 'r'; f[#f + 1] = reason
 f[#f + 1] = 'z'; f[#f + 1] = now_ms()
-redis.call('XADD', KDEAD, '*', unpack(f))
-dead_kind(kind, 1)
-if cap > 0 then
-  local over = redis.call('XLEN', KDEAD) - cap
-  if over > 0 then
-    for _, old in ipairs(redis.call('XRANGE', KDEAD, '-', '+', 'COUNT', over)) do
-      local m = tomap(old[2])
-      dead_kind(pkind(m['p'] or '\0'), -1)
-      redis.call('XDEL', KDEAD, old[1])
-    end
-  end
-end
-drop(g, sid)
+dead_add(f, mid, kind)
+dead_trim(cap)
 free_dedup(dedup, mid)
 return 1
 `
@@ -421,10 +518,12 @@ const luaExtend = `
 local g, c, sid, token, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local t, _, mid, dedup = lease_of(sid, token)
 if not t then return 0 end
-local cl = redis.pcall('XCLAIM', KS, g, c, 0, sid, 'JUSTID')
-if not is_err(cl) and #cl == 0 and #redis.call('XRANGE', KS, sid, sid) == 0 then
-  lost_entry(g, sid, mid, dedup)
-  return 0
+if not is_early(sid) then
+  local cl = redis.pcall('XCLAIM', KS, g, c, 0, sid, 'JUSTID')
+  if not is_err(cl) and #cl == 0 and #redis.call('XRANGE', KS, sid, sid) == 0 then
+    lost_entry(g, sid, mid, dedup)
+    return 0
+  end
 end
 local deadline = now_ms() + lease
 redis.call('ZADD', KX, deadline, sid)
@@ -442,10 +541,10 @@ for i = 2, #ARGV do
   if #e > 0 then
     local src = e[1][2]
     local f = {}
-    local kind = ''
+    local kind, mid = '', nil
     for j = 1, #src, 2 do
       local k = src[j]
-      if k == 'p' then kind = pkind(src[j + 1]) end
+      if k == 'p' then kind = pkind(src[j + 1]) elseif k == 'i' then mid = src[j + 1] end
       if k ~= 'a' and k ~= 'r' and k ~= 'z' and k ~= 'u' and k ~= 'n' and k ~= 'e' then
         f[#f + 1] = k; f[#f + 1] = src[j + 1]
       end
@@ -454,6 +553,7 @@ for i = 2, #ARGV do
     redis.call('XADD', KS, '*', unpack(f))
     redis.call('XDEL', KDEAD, ARGV[i])
     dead_kind(kind, -1)
+    dead_unindex(mid, ARGV[i])
     n = n + 1
   end
 end
@@ -465,7 +565,7 @@ return n
 const luaPurge = `
 if ARGV[1] == '*' then
   local n = redis.call('XLEN', KDEAD)
-  redis.call('DEL', KDEAD, KDK)
+  redis.call('DEL', KDEAD, KDK, KDI)
   return n
 end
 local n = 0
@@ -474,6 +574,7 @@ for i = 1, #ARGV do
   if #e > 0 then
     local m = tomap(e[1][2])
     dead_kind(pkind(m['p'] or '\0'), -1)
+    dead_unindex(m['i'], ARGV[i])
     redis.call('XDEL', KDEAD, ARGV[i])
     n = n + 1
   end
@@ -482,10 +583,14 @@ return n
 `
 
 // ARGV: group. Returns {ready, delayed, leased, dead, oldest ready (Unix ms
-// or -1), kinds (flat kind/count list)} on the broker's clock.
+// or -1), kinds (flat kind/count list)} on the broker's clock. Expired early
+// leases (among the first 1000 expired leases) are put back first, so they
+// count as delayed.
 const luaStats = `
 local g = ARGV[1]
 local now = now_ms()
+-- an expired early lease is a delayed message again (or a ready one)
+unearly_expired(g, now, 1000)
 local ready, oldest = 0, -1
 local function older(ms)
   if ms >= 0 and (oldest < 0 or ms < oldest) then oldest = ms end
