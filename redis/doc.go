@@ -72,10 +72,12 @@
 // (earliest first) without giving them a stream entry: the message's fields
 // stay in the delayed payload hash and the lease is recorded under a pseudo
 // stream id "d<run-at>-<message id>", which Ack, Retry, Dead and Extend
-// recognise. When such a lease expires unsettled, the next Receive (or
-// ReceiveDelayed) puts the message back in the delayed set at its original
-// run-at, or into the stream when that run-at has passed, with the attempt
-// counted. DeadImport appends letters to the dead-letter stream with their
+// recognise. Such a message never becomes ready before its run-at: Retry
+// (and Release, which a relay uses on a batch it could not move) makes it
+// ready at the later of its run-at and the retry delay, and when its lease
+// expires unsettled, the next Receive (or ReceiveDelayed or QueueStats) puts
+// it back in the delayed set at its run-at, or into the stream when that
+// run-at has passed, with the attempt counted. DeadImport appends letters to the dead-letter stream with their
 // reason, attempts and dead-at; a letter whose message id already has a
 // dead letter in the queue is skipped. Imported letters are listed after
 // the ones already there and count in the per-kind totals.

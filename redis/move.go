@@ -38,6 +38,7 @@ unearly_expired(g, now, scan)
 local out = {now, deadline}
 local a = redis.call('ZRANGEBYSCORE', KD, '(' .. now, '(+inf', 'WITHSCORES', 'LIMIT', 0, want)
 local dls = string.format('%d', deadline)
+local hs, zs = {}, {}
 for i = 1, #a, 2 do
   local mid, runat = a[i], string.format('%d', tonumber(a[i + 1]))
   redis.call('ZREM', KD, mid)
@@ -49,10 +50,14 @@ for i = 1, #a, 2 do
       if k == 'n' then n = tonumber(f[j + 1]) elseif k == 'u' then dedup = f[j + 1] end
     end
     local sid = 'd' .. runat .. '-' .. mid
-    redis.call('HSET', KL, sid, rec_make(tok, n + 1, mid, dedup))
-    redis.call('ZADD', KX, dls, sid)
+    hs[#hs + 1] = sid; hs[#hs + 1] = rec_make(tok, n + 1, mid, dedup)
+    zs[#zs + 1] = dls; zs[#zs + 1] = sid
     out[#out + 1] = sid; out[#out + 1] = n + 1; out[#out + 1] = f; out[#out + 1] = runat
   end
+end
+if #hs > 0 then
+  redis.call('HSET', KL, PAD, '', unpack(hs))
+  redis.call('ZADD', KX, 'inf', PAD, unpack(zs))
 end
 return out
 `
@@ -92,9 +97,11 @@ var (
 // run-at has not come (earliest first), leasing them like Receive. Such a
 // message gets no stream entry while it is taken: its fields stay with the
 // delayed payloads and its lease is recorded under a pseudo stream id that
-// carries the run-at. Ack, Retry, Dead and Extend work on it as on any
-// delivery; if its lease expires unsettled, it waits for its run-at again (or
-// becomes ready if the run-at has passed meanwhile), keeping the attempt.
+// carries the run-at. Ack, Dead and Extend work on it as on any delivery.
+// It never becomes ready before its run-at: Retry (or Release) makes it ready
+// at the later of its run-at and now + delay, and if its lease expires
+// unsettled it waits for its run-at again (or becomes ready if the run-at has
+// passed meanwhile), keeping the attempt.
 func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -46,7 +46,8 @@ func ref(q string, d backend.Delivery) backend.Ref {
 }
 
 // Extend, Retry, Ack and Dead work on deliveries taken early; an extended
-// early delivery stays held; settling one frees its payload and dedup key.
+// early delivery stays held, a retried one waits for its run-at again;
+// settling one frees its payload and dedup key.
 func TestReceiveDelayedSettlements(t *testing.T) {
 	e := newEnv(t)
 	const q = "early"
@@ -89,15 +90,19 @@ func TestReceiveDelayedSettlements(t *testing.T) {
 	// The extended leases outlive the original 1 s one.
 	receiveNone(t, c, q, 1500*time.Millisecond)
 
+	// Released (a relay that could not move it), it waits for its run-at
+	// again: only ReceiveDelayed sees it.
 	if err := d.Retry(ctx, ref(q, by["retry"]), 0, "moved back"); err != nil {
 		t.Fatalf("Retry: %v", err)
 	}
-	got := receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
-	if len(got) != 1 || got[0].ID != by["retry"].ID || got[0].Attempt != 3 || got[0].LastError != "moved back" {
-		t.Fatalf("after Retry(0) of an early delivery got %+v", got[0])
+	receiveNone(t, c, q, 300*time.Millisecond)
+	again := receiveDelayed(t, d, q, 10, time.Minute)
+	if len(again) != 1 || again[0].ID != by["retry"].ID || again[0].Attempt != 3 || again[0].LastError != "moved back" ||
+		again[0].RunAt.Sub(runAt).Abs() > time.Millisecond {
+		t.Fatalf("after Retry(0) of an early delivery ReceiveDelayed got %+v", again)
 	}
-	if err := got[0].Ack(ctx); err != nil {
-		t.Fatal(err)
+	if errs, err := d.Ack(ctx, []backend.Ref{ref(q, again[0])}); err != nil || errs[0] != nil {
+		t.Fatalf("Ack: %v %v", errs, err)
 	}
 	errs, err := d.Ack(ctx, []backend.Ref{ref(q, by["ack"]), ref(q, by["ack"])})
 	if err != nil || errs[0] != nil || !errors.Is(errs[1], backend.ErrLeaseLost) {

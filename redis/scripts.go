@@ -153,6 +153,11 @@ local function is_early(sid)
   return string.byte(sid, 1) == 100
 end
 
+-- early_runat returns the run-at (Unix ms) of the early lease sid.
+local function early_runat(sid)
+  return tonumber(string.match(sid, '^d(%d+)-'))
+end
+
 -- early_fields returns the stored fields of message mid (taken early), or nil.
 local function early_fields(mid)
   local pk = redis.call('HGET', KP, mid)
@@ -175,7 +180,7 @@ local function unearly(g, sid, now)
     return
   end
   local nf = requeue(f, att, '')
-  local runat = tonumber(string.match(sid, '^d(%d+)-'))
+  local runat = early_runat(sid)
   if runat <= now then
     ensure(g)
     redis.call('XADD', KS, '*', unpack(nf))
@@ -468,7 +473,8 @@ return out
 `
 
 // ARGV: group, stream id, token, delay (ms), reason. Returns 1, or 0 when the
-// lease is lost.
+// lease is lost. A delivery taken early (ReceiveDelayed) becomes ready at the
+// later of its run-at and now + delay.
 const luaRetry = `
 local g, sid, token, delay, reason = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local t, att, mid, dedup = lease_of(sid, token)
@@ -476,13 +482,17 @@ if not t then return 0 end
 local src = take(g, sid, mid, dedup)
 if not src then return 0 end
 local f = requeue(src, att, reason)
-if delay <= 0 then
+local now = now_ms()
+local due = now + delay
+-- a message taken early keeps its run-at: it never becomes ready before it
+if is_early(sid) then due = math.max(due, early_runat(sid)) end
+if due <= now then
   ensure(g)
   redis.call('XADD', KS, '*', unpack(f))
   if is_early(sid) then redis.call('HDEL', KP, mid) end
 else
   redis.call('HSET', KP, mid, cmsgpack.pack(f))
-  redis.call('ZADD', KD, 'inf', PAD, now_ms() + delay, mid)
+  redis.call('ZADD', KD, 'inf', PAD, due, mid)
 end
 return 1
 `
