@@ -195,6 +195,10 @@ func (rr *relayRun) moveReady(parent context.Context, batch int, lease time.Dura
 	)
 	lastSeen.Store(time.Now().UnixNano())
 	fail := func(err error) {
+		if perr := parent.Err(); perr != nil && errors.Is(err, perr) {
+			cancel() // stopping, not failing
+			return
+		}
 		errOnce.Do(func() { firstErr = err; cancel() })
 	}
 	for i := 0; i < conc; i++ {

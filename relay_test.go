@@ -227,3 +227,50 @@ func TestRelayOutboxRunsUntilCancelled(t *testing.T) {
 		t.Errorf("outbox relay ended with %v, want nil after cancellation", err)
 	}
 }
+
+// stopDuring wraps a target driver: its Enqueue calls stop (cancelling the
+// relay's context) and then either fails with the context's error, as an
+// enqueue cut short does, or succeeds, as one confirmed just before the stop.
+type stopDuring struct {
+	backend.Driver
+	stop    func()
+	succeed bool
+}
+
+func (s *stopDuring) Enqueue(ctx context.Context, q string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+	s.stop()
+	<-ctx.Done()
+	if !s.succeed {
+		return nil, ctx.Err()
+	}
+	return s.Driver.Enqueue(context.WithoutCancel(ctx), q, msgs)
+}
+
+func TestRelayStoppedMidBatch(t *testing.T) {
+	for _, succeed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("enqueue_confirmed=%v", succeed), func(t *testing.T) {
+			_, from := newMem(t)
+			tb := memory.NewBroker(memory.BrokerOptions{})
+			ctx, cancel := context.WithCancel(context.Background())
+			to := fila.New(&stopDuring{Driver: tb.Open(), stop: cancel, succeed: succeed})
+			defer to.Close()
+			if _, err := from.EnqueueBatch(context.Background(), "q", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
+				t.Fatal(err)
+			}
+			// A long lease: only a release makes the batch ready again soon.
+			st, err := (&fila.Relay{From: from, FromQueue: "q", To: to, Batch: 10, Lease: time.Hour}).Run(ctx)
+			if err != nil {
+				t.Fatalf("an outbox relay stopped by its context returned %v, want nil", err)
+			}
+			s, _ := from.QueueStats(context.Background(), "q")
+			if succeed {
+				// Confirmed by the target: acked on the source despite the stop.
+				if st.Moved != 2 || s.Ready+s.Leased != 0 {
+					t.Errorf("stats %+v, source %+v; want the confirmed batch acked", st, s)
+				}
+			} else if st.Moved != 0 || s.Ready != 2 || s.Leased != 0 {
+				t.Errorf("stats %+v, source %+v; want the batch released, ready at once", st, s)
+			}
+		})
+	}
+}
