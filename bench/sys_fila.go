@@ -25,6 +25,11 @@ type filaSystem struct {
 	teardown func(ctx context.Context, queue string) error
 	// closeFn removes the schema, database or keys of this run.
 	closeFn func(ctx context.Context) error
+	// url and fresh: when fresh is set, Teardown closes the client and
+	// calls fresh (which drops the database) and Setup opens a new client,
+	// for brokers where deleting a queue's messages is slower than that.
+	url   string
+	fresh func(ctx context.Context) error
 }
 
 func newFilaSystem(ctx context.Context, url string, teardown func(context.Context, string) error,
@@ -33,13 +38,20 @@ func newFilaSystem(ctx context.Context, url string, teardown func(context.Contex
 	if err != nil {
 		return nil, err
 	}
-	return &filaSystem{client: c, teardown: teardown, closeFn: closeFn}, nil
+	return &filaSystem{client: c, teardown: teardown, closeFn: closeFn, url: url}, nil
 }
 
 func (s *filaSystem) Name() string { return "fila" }
 
-func (s *filaSystem) Setup(context.Context) error {
+func (s *filaSystem) Setup(ctx context.Context) error {
 	s.queue = "bench-" + randSuffix()
+	if s.client == nil {
+		c, err := fila.Open(ctx, s.url, fila.WithLogger(quietLogger()))
+		if err != nil {
+			return err
+		}
+		s.client = c
+	}
 	return nil
 }
 
@@ -94,6 +106,14 @@ func (c *filaConsumer) Stop() error {
 }
 
 func (s *filaSystem) Teardown(ctx context.Context) error {
+	if s.fresh != nil {
+		err := s.client.Close()
+		s.client = nil
+		if ferr := s.fresh(ctx); err == nil {
+			err = ferr
+		}
+		return err
+	}
 	if s.teardown == nil {
 		return nil
 	}
@@ -101,7 +121,10 @@ func (s *filaSystem) Teardown(ctx context.Context) error {
 }
 
 func (s *filaSystem) Close(ctx context.Context) error {
-	err := s.client.Close()
+	var err error
+	if s.client != nil {
+		err = s.client.Close()
+	}
 	if s.closeFn != nil {
 		if cerr := s.closeFn(ctx); err == nil {
 			err = cerr

@@ -33,12 +33,14 @@ func newMongoEnv(ctx context.Context, url string) (*mongoEnv, error) {
 func (e *mongoEnv) filaSystem(ctx context.Context) (*filaSystem, error) {
 	db := "bench_fila_" + e.suffix
 	url := addParams(e.url, "fila_database="+db)
-	return newFilaSystem(ctx, url,
-		func(ctx context.Context, q string) error {
-			_, err := e.client.Database(db).Collection("fila_messages").DeleteMany(ctx, bson.D{{Key: "q", Value: q}})
-			return err
-		},
-		func(ctx context.Context) error { return e.client.Database(db).Drop(ctx) })
+	drop := func(ctx context.Context) error { return e.client.Database(db).Drop(ctx) }
+	s, err := newFilaSystem(ctx, url, nil, drop)
+	if s != nil {
+		// FerretDB deletes slowly: drop the database after each run and
+		// reopen (which recreates the collections and indexes).
+		s.fresh = drop
+	}
+	return s, err
 }
 
 // rawMongo is the raw mongo-driver baseline: InsertOne / InsertMany, and
@@ -50,20 +52,16 @@ type rawMongo struct {
 	queue string
 }
 
-func (e *mongoEnv) rawSystem(ctx context.Context) (*rawMongo, error) {
-	coll := e.client.Database("bench_raw_" + e.suffix).Collection("jobs")
-	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "q", Value: 1}, {Key: "due", Value: 1}}})
-	if err != nil {
-		return nil, err
-	}
-	return &rawMongo{env: e, coll: coll}, nil
+func (e *mongoEnv) rawSystem(context.Context) (*rawMongo, error) {
+	return &rawMongo{env: e, coll: e.client.Database("bench_raw_" + e.suffix).Collection("jobs")}, nil
 }
 
 func (s *rawMongo) Name() string { return "raw mongo-driver" }
 
-func (s *rawMongo) Setup(context.Context) error {
+func (s *rawMongo) Setup(ctx context.Context) error {
 	s.queue = "bench-" + randSuffix()
-	return nil
+	_, err := s.coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "q", Value: 1}, {Key: "due", Value: 1}}})
+	return err
 }
 
 func (s *rawMongo) Enqueue(ctx context.Context, bodies [][]byte) error {
@@ -114,10 +112,10 @@ func (s *rawMongo) Start(ctx context.Context, concurrency int, onStart func([]by
 	return startGoLoop(ctx, concurrency, step), nil
 }
 
-func (s *rawMongo) Teardown(ctx context.Context) error {
-	_, err := s.coll.DeleteMany(ctx, bson.D{{Key: "q", Value: s.queue}})
-	return err
-}
+// Teardown drops the collection (FerretDB deletes documents slowly, and a
+// large DeleteMany fails there with "too many SQL variables"); Setup
+// recreates it with its index.
+func (s *rawMongo) Teardown(ctx context.Context) error { return s.coll.Drop(ctx) }
 
 func (s *rawMongo) Close(ctx context.Context) error {
 	return s.coll.Database().Drop(ctx)
