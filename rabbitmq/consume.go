@@ -110,6 +110,7 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 		}
 	}()
 	backoff := 50 * time.Millisecond
+	gathered := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -120,6 +121,14 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			return nil, backend.ErrClosed
 		}
 		if cs := p.cs; cs != nil && len(cs.buf) > 0 {
+			if c := cs.cons; !gathered && len(cs.buf) < want && c != nil && c.outstanding < c.prefetch {
+				// More may be on the way: wait a moment so that a batch is
+				// not handed out a message at a time.
+				gathered = true
+				p.mu.Unlock()
+				p.gather(ctx, want)
+				continue
+			}
 			out := p.takeLocked(cs, want, lease)
 			p.mu.Unlock()
 			return out, nil
@@ -159,6 +168,41 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 		case <-wake:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// Gathering: a Receive that finds fewer messages than it wants while its
+// consumer still has credit waits until deliveries stop arriving for
+// gatherGap, at most gatherMax.
+const (
+	gatherGap = 300 * time.Microsecond
+	gatherMax = 2 * time.Millisecond
+)
+
+func (p *puller) gather(ctx context.Context, want int) {
+	limit := time.NewTimer(gatherMax)
+	defer limit.Stop()
+	gap := time.NewTimer(gatherGap)
+	defer gap.Stop()
+	for {
+		p.mu.Lock()
+		cs := p.cs
+		if cs == nil || len(cs.buf) >= want {
+			p.mu.Unlock()
+			return
+		}
+		wake := p.wake
+		p.mu.Unlock()
+		select {
+		case <-wake:
+			gap.Reset(gatherGap)
+		case <-gap.C:
+			return
+		case <-limit.C:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }
