@@ -1,6 +1,6 @@
 // Command fila operates Fila queues on any supported broker: queue stats,
-// dead-letter inspection, replay and purge, enqueueing from scripts, and
-// schema migrations.
+// dead-letter inspection, replay and purge, enqueueing from scripts, schema
+// migrations, and moving a queue to another broker.
 //
 // Install it with
 //
@@ -21,6 +21,8 @@
 //	fila enqueue -q QUEUE -k KIND [--body S | <stdin] [--header K=V]... [--delay D]
 //	             [--run-at T] [--dedup-key K] [--max-attempts N]
 //	fila schema up
+//	fila migrate --from URL --to URL --queue Q [--to-queue Q2] [--include-delayed]
+//	             [--include-dead] [--drain [--idle 10s]] [--batch N] [--concurrency N]
 //
 // Replay and purge refuse to run without a selection (--id, --kind or
 // --all), so a forgotten flag never means "everything". Purge asks for a
@@ -28,6 +30,18 @@
 // Replay resets attempts and drops dedup keys. Dead show finds the letter by
 // paging through the queue's dead letters (there is no lookup by id in the
 // driver contract).
+//
+// fila migrate moves a queue with fila.Relay (at least once: receive a batch,
+// enqueue it to the target, ack it on the source). Without --drain it stops
+// as soon as nothing is ready; with --drain it runs until the source stays
+// empty for --idle, for a live cut-over: point producers at the target, run
+// fila migrate --drain until the source is empty, retire the source. Progress
+// goes to standard error (redrawn in place on a terminal), the final count
+// and what is left on the source to standard output. --include-delayed and
+// --include-dead need driver capabilities (backend.DelayedReceiver on the
+// source; backend.DeadLetterer on the source and backend.DeadImporter on the
+// target); without them the command exits 4 naming the driver and the flag
+// to drop, before anything moves.
 //
 // fila stats needs queue names: the driver contract has no way to list a
 // broker's queues.
@@ -41,7 +55,8 @@
 //	   body too large, PostgreSQL schema not migrated (run fila schema up)
 //	3  the broker cannot be reached (open or ping failed, or timed out)
 //	4  the broker's driver lacks the capability (stats, dead-letter
-//	   management, dedup keys); the message names the driver
+//	   management, dedup keys, migrating delayed messages or dead letters);
+//	   the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id
 //	   is printed on standard output
 //	130 interrupted (Ctrl-C) before the command finished; --watch ends with 0

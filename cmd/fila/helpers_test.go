@@ -34,7 +34,9 @@ var brokers = []broker{
 	{name: "memory", url: func(t *testing.T) string { return "mem://" + unique("cli") }},
 	{name: "postgres", url: func(t *testing.T) string { return withParam(testenv.PostgresURL(t), "fila_migrate", "true") }},
 	{name: "redis", url: func(t *testing.T) string { return testenv.RedisURL(t) }},
-	{name: "mongo", url: func(t *testing.T) string { return testenv.MongoURL(t) }},
+	// A fresh database per test: FerretDB can wedge a database after an
+	// interrupted operation (every later write fails with "interrupted").
+	{name: "mongo", url: freshMongo},
 	{name: "rabbitmq", url: func(t *testing.T) string { return testenv.RabbitMQURL(t) }, instanceStats: true, noDedup: true},
 }
 
