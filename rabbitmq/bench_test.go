@@ -152,14 +152,14 @@ func BenchmarkPublishOne(b *testing.B) {
 	})
 }
 
-// BenchmarkConsume100 compares, in alternating rounds of 2000 messages from
+// BenchmarkConsume100 compares, in alternating rounds of 500 messages from
 // queues filled beforehand (untimed), raw consumption with prefetch
 // 100 and one multiple-ack per 100 deliveries against the driver's
 // Receive(Max 100) plus AckBatch. Alternating keeps the broker's state (WAL,
 // segment writes) the same for both; it reports both rates and their ratio.
 // One op is one message of each.
 func BenchmarkConsume100(b *testing.B) {
-	const round = 2000
+	const round = 500
 	conn, _, rq := rawQueue(b)
 	pub, _ := conn.Channel()
 	if err := pub.Confirm(false); err != nil {

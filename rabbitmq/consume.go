@@ -283,7 +283,7 @@ func (p *puller) ensure(ctx context.Context) error {
 		}
 		p.mu.Unlock()
 	}
-	prefetch := min(max(demand, 1), p.d.opts.MaxPrefetch)
+	prefetch := min(prefetchFor(demand), p.d.opts.MaxPrefetch)
 	tag := "fila-" + p.d.nonce + "-" + strconv.FormatUint(p.d.seq.Add(1), 36)
 	var deliveries <-chan amqp.Delivery
 	err := cs.call(func() error {
@@ -643,4 +643,16 @@ func (p *puller) shutdown(ctx context.Context, s *session) {
 		p.giveBack(ctx, s, cs, items)
 	}
 	_ = cs.ch.Close()
+}
+
+// prefetchFor sizes a consumer's prefetch for demand, the sum of the Max of
+// the waiting Receive calls. Batch consumers (demand of 10 or more) get twice
+// their demand, so the broker pushes the next batch while the caller works on
+// this one; single-message consumers get exactly what they ask for, so an
+// idle client holds no extra message.
+func prefetchFor(demand int) int {
+	if demand >= 10 {
+		return 2 * demand
+	}
+	return max(demand, 1)
 }
