@@ -68,7 +68,10 @@
 // leases are kept by the driver. Each driver instance has, per queue, one
 // channel and at most one consumer (manual acks). The consumer is started
 // when a Receive finds nothing buffered, with a prefetch equal to what the
-// waiting Receive calls asked for (capped by fila_prefetch); pushed messages
+// waiting Receive calls asked for (twice that for batch consumers asking for
+// 10 or more, so the next batch arrives while the caller works; capped by
+// fila_prefetch). A Receive that finds fewer messages than it asked for
+// while more are arriving waits up to 2ms to fill its batch. Pushed messages
 // wait in a client-side buffer and a message's lease starts when a Receive
 // hands it out. Messages that sit in the buffer with no Receive waiting for
 // fila_buffer_idle are given back to the queue (republished with their
