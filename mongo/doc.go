@@ -62,6 +62,14 @@
 // expires stays unclaimable until its run-at), and DeadImport stores dead
 // letters from elsewhere, skipping ids already stored.
 //
+// # Errors
+//
+// A call whose context ended returns ctx.Err() (whatever the server said).
+// Failures a retry may cure wrap backend.ErrUnavailable (fila.ErrUnavailable):
+// network errors, no reachable primary, a server shutting down or stepping
+// down, an operation the server interrupted or timed out while the caller
+// still waited. Other server errors are wrapped with the operation's name.
+//
 // # Wake-up
 //
 // On a replica set a blocked Receive is woken by a change stream on the
@@ -116,4 +124,17 @@
 // receipt (the first consumer's settlement then gets ErrLeaseLost). Use a
 // single consumer per queue there, or real MongoDB. FerretDB also sorts in
 // its own process, so claims slow down as a queue grows.
+//
+// FerretDB v1.24 on SQLite (modernc.org/sqlite v1.32) enforces a find's or
+// findAndModify's maxTimeMS, which the mongo driver derives from a context
+// deadline, by interrupting the SQLite connection; when that happens as
+// SQLite returns the first row, the statement is left open and the pooled
+// connection stays interrupted: every later statement on it fails with
+// InternalError "interrupted (9)", for every client of that database, until
+// the database is dropped or FerretDB restarts. The reads and claims a
+// Receive makes carry no deadline for that reason (a Receive routinely ends
+// at its deadline; its own cancellation stays client-side), and such errors
+// wrap ErrUnavailable. Other calls whose context deadline expires while the
+// server works can still trigger it: against FerretDB, prefer cancellation
+// to short deadlines, and give each application its own database.
 package mongo

@@ -37,7 +37,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		}
 		next, err := time.Time{}, error(nil)
 		if !claimNow {
-			if next, err = d.nextDue(ctx, queue); err != nil {
+			if next, err = d.waitRead(ctx, queue); err != nil {
 				return nil, d.mapErr(ctx, err, "next due time")
 			}
 			claimNow = !next.IsZero() && !next.After(time.Now())
@@ -51,7 +51,10 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 				return nil, d.mapErr(ctx, err, "claim")
 			}
 			d.startWatch()
-			if next, err = d.nextDue(ctx, queue); err != nil {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if next, err = d.waitRead(ctx, queue); err != nil {
 				return nil, d.mapErr(ctx, err, "next due time")
 			}
 		}
@@ -88,6 +91,33 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 	}
 }
 
+// waitRead reads the queue's next due time for a Receive that waits. The
+// read ends as soon as ctx ends, but it is sent without ctx's deadline:
+// the mongo driver turns a context deadline into the command's maxTimeMS,
+// and a Receive's deadline bounds how long its caller waits, not the
+// server's work on a millisecond read. Receives routinely end at their
+// deadline, so with the deadline attached the read would often run out of
+// time on the server, and a server's time-limit interruption is not always
+// confined to the operation it was meant for (FerretDB v1 on SQLite can
+// leave a pooled SQLite connection interrupted for good, failing every
+// later statement on it, of any client, with "interrupted (9)"; see the
+// package doc). A client-side cancellation only closes the mongo driver's
+// connection that carried the read.
+func (d *Driver) waitRead(ctx context.Context, queue string) (time.Time, error) {
+	rctx, cancel := withoutDeadline(ctx)
+	defer cancel()
+	return d.nextDue(rctx, queue)
+}
+
+// withoutDeadline returns a context that is cancelled when ctx ends but
+// has no deadline (so the mongo driver sends no maxTimeMS derived from it),
+// and keeps ctx's values.
+func withoutDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	return rctx, func() { stop(); cancel() }
+}
+
 // claimGrace is how long a claim already sent may run on after the
 // caller's context ended.
 const claimGrace = 2 * time.Second
@@ -97,6 +127,7 @@ const claimGrace = 2 * time.Second
 // leased, unseen, until their leases expire. The claim gets claimGrace
 // after ctx ends to finish; what it claimed is returned even though ctx has
 // ended (the caller gets the deliveries, not an error, and loses nothing).
+// Like waitRead, the claim carries no deadline, hence no maxTimeMS.
 func (d *Driver) claimGraceful(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
