@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -35,7 +37,7 @@ var brokers = []struct {
 	{name: "memory", url: func(t *testing.T) string { return "mem://" + unique("otel") }},
 	{name: "postgres", url: func(t *testing.T) string { return withParam(testenv.PostgresURL(t), "fila_migrate", "true") }},
 	{name: "redis", url: func(t *testing.T) string { return testenv.RedisURL(t) }},
-	{name: "mongo", url: func(t *testing.T) string { return testenv.MongoURL(t) }},
+	{name: "mongo", url: mongoURL},
 	{name: "rabbitmq", url: func(t *testing.T) string { return testenv.RabbitMQURL(t) }, partialStats: true},
 }
 
@@ -46,6 +48,29 @@ func unique(prefix string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return prefix + "_" + hex.EncodeToString(b)
+}
+
+// mongoURL is the Mongo test server's URL with a database of t's own,
+// dropped when t ends. Packages' tests run at once against one server, and
+// on FerretDB a command that runs out of time can break the database for
+// every client of it (see package mongo).
+func mongoURL(t *testing.T) string {
+	raw := testenv.MongoURL(t)
+	db := unique("fila_otel")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := mongodriver.Connect(options.Client().ApplyURI(raw))
+		if err != nil {
+			t.Logf("drop test database %s: %v", db, err)
+			return
+		}
+		defer c.Disconnect(ctx)
+		if err := c.Database(db).Drop(ctx); err != nil {
+			t.Logf("drop test database %s: %v", db, err)
+		}
+	})
+	return withParam(raw, "fila_database", db)
 }
 
 func withParam(raw, key, value string) string {

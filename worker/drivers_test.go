@@ -2,10 +2,15 @@ package worker_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"testing"
 	"time"
+
+	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/internal/testenv"
@@ -35,7 +40,32 @@ func TestWorkerRabbitMQ(t *testing.T) {
 }
 
 func TestWorkerMongo(t *testing.T) {
-	runWorkerTests(t, urlOpener(testenv.MongoURL(t), nil))
+	raw := testenv.MongoURL(t)
+	runWorkerTests(t, urlOpener(raw, map[string]string{"fila_database": mongoDatabase(t, raw, "fila_worker")}))
+}
+
+// mongoDatabase names a database of t's own on the Mongo test server,
+// dropped when t ends. Packages' tests run at once against one server, and
+// on FerretDB a command that runs out of time can break the database for
+// every client of it (see package mongo).
+func mongoDatabase(t *testing.T, raw, prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	db := prefix + "_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := mongodriver.Connect(options.Client().ApplyURI(raw))
+		if err != nil {
+			t.Logf("drop test database %s: %v", db, err)
+			return
+		}
+		defer c.Disconnect(ctx)
+		if err := c.Database(db).Drop(ctx); err != nil {
+			t.Logf("drop test database %s: %v", db, err)
+		}
+	})
+	return db
 }
 
 // urlOpener returns an open function for runWorkerTests that opens raw with
