@@ -172,6 +172,10 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 	}
 }
 
+// firstConsumeDelay is how long the first consumer of a queue on a
+// connection waits after declaring it (see open).
+const firstConsumeDelay = 50 * time.Millisecond
+
 // Gathering: a Receive that finds fewer messages than it wants while its
 // consumer still has credit waits until deliveries stop arriving for
 // gatherGap, at most gatherMax.
@@ -318,8 +322,23 @@ func (p *puller) open(ctx context.Context) (*chanState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.declare(ctx, p.queue, p.n); err != nil {
+	fresh, err := s.declareFresh(ctx, p.queue, p.n)
+	if err != nil {
 		return nil, err
+	}
+	if fresh {
+		// RabbitMQ 3.10 crashes the channel, and closes the connection, when
+		// basic.consume reaches a quorum queue whose Raft server another
+		// connection is still starting (both declared it at once). Giving a
+		// possibly new queue a moment before the first consume makes that
+		// rare; the driver reconnects if it happens anyway.
+		t := time.NewTimer(firstConsumeDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
 	}
 	ch, err := s.conn.Channel()
 	if err != nil {

@@ -143,6 +143,9 @@
 //
 // RabbitMQ 3.10 can crash a channel (and so close the connection with
 // INTERNAL_ERROR) when basic.consume races with another connection's first
-// declaration of the same quorum queue. The driver reconnects and carries
-// on; leases held on that connection are lost and their messages requeued.
+// declaration of the same quorum queue, and nacks publishes to it meanwhile.
+// The driver waits 50ms after declaring a queue before its first consume on a
+// connection, publishes nacked messages again, and reconnects if the crash
+// happens anyway; leases held on that connection are then lost and their
+// messages requeued.
 package rabbitmq

@@ -149,9 +149,17 @@ func (s *session) withCtl(ctx context.Context, fn func(ch *amqp.Channel) error) 
 
 // declare makes sure queue's topology exists, once per connection.
 func (s *session) declare(ctx context.Context, queue string, n names) error {
+	_, err := s.declareFresh(ctx, queue, n)
+	return err
+}
+
+// declareFresh is declare that also reports whether this call declared the
+// topology (rather than finding it in the cache).
+func (s *session) declareFresh(ctx context.Context, queue string, n names) (fresh bool, err error) {
 	s.declMu.Lock()
 	c := s.declared[queue]
 	if c == nil {
+		fresh = true
 		c = &declCall{done: make(chan struct{})}
 		s.declared[queue] = c
 		s.declMu.Unlock()
@@ -167,9 +175,9 @@ func (s *session) declare(ctx context.Context, queue string, n names) error {
 	}
 	select {
 	case <-c.done:
-		return c.err
+		return fresh, c.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 }
 
