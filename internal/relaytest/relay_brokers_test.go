@@ -1,4 +1,4 @@
-package fila_test
+package relaytest_test
 
 import (
 	"context"
