@@ -57,7 +57,8 @@ type Relay struct {
 	// target's dead-letter store (backend.DeadLetterer on the source,
 	// backend.DeadImporter on the target).
 	IncludeDead bool
-	// Progress, when set, is called after each moved batch.
+	// Progress, when set, is called after each moved batch. Progress is
+	// also logged at most every 10 seconds.
 	Progress func(RelayStats)
 	// Logger defaults to the source client's logger.
 	Logger *slog.Logger
@@ -83,19 +84,29 @@ type relayRun struct {
 	dead    atomic.Int64
 	dups    atomic.Int64
 	progMu  sync.Mutex
+	// loggedAt is when progress was last logged (under progMu).
+	loggedAt time.Time
 }
 
 func (rr *relayRun) stats() RelayStats {
 	return RelayStats{Moved: rr.moved.Load(), Delayed: rr.delayed.Load(), Dead: rr.dead.Load(), Duplicates: rr.dups.Load()}
 }
 
+// progressLogEvery is the least time between two progress log lines.
+const progressLogEvery = 10 * time.Second
+
 func (rr *relayRun) progress() {
-	if rr.r.Progress == nil {
-		return
-	}
 	rr.progMu.Lock()
 	defer rr.progMu.Unlock()
-	rr.r.Progress(rr.stats())
+	st := rr.stats()
+	if now := time.Now(); now.Sub(rr.loggedAt) >= progressLogEvery {
+		rr.loggedAt = now
+		rr.log.Info("fila: relay progress", slog.Int64("moved", st.Moved), slog.Int64("delayed", st.Delayed),
+			slog.Int64("dead", st.Dead), slog.Int64("duplicates", st.Duplicates))
+	}
+	if rr.r.Progress != nil {
+		rr.r.Progress(st)
+	}
 }
 
 // Run moves messages until ctx ends or, with StopWhenIdle, until the source
@@ -150,6 +161,7 @@ func (r *Relay) Run(ctx context.Context) (RelayStats, error) {
 			return RelayStats{}, &UnsupportedError{Driver: r.To.name, Capability: "importing dead letters (relay IncludeDead)"}
 		}
 	}
+	rr.loggedAt = time.Now()
 	rr.log.Info("fila: relay started", slog.Int("batch", batch), slog.Int("concurrency", conc),
 		slog.Bool("delayed", r.IncludeDelayed), slog.Bool("dead", r.IncludeDead))
 
