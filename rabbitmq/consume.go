@@ -433,6 +433,17 @@ func (cs *chanState) removeLocked(e *entry) {
 		n := copy(cs.order, cs.order[i:])
 		cs.order = cs.order[:n]
 	}
+	if len(cs.order) > 2*len(cs.entries)+256 {
+		// A long lease at the front keeps settled tags behind it: drop them.
+		kept := cs.order[:0]
+		for _, t := range cs.order {
+			if cs.entries[t] != nil {
+				kept = append(kept, t)
+			}
+		}
+		clear(cs.order[len(kept):])
+		cs.order = kept
+	}
 }
 
 // multipleOKLocked reports whether one basic.ack with multiple=true up to
