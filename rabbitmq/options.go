@@ -44,9 +44,10 @@ type Options struct {
 	// and '-'. URL parameter fila_prefix.
 	Prefix string
 	// MaxPrefetch caps the prefetch (basic.qos) of the driver's consumers
-	// (default 250). The prefetch follows demand: a consumer is started with
-	// the sum of the Max of the Receive calls waiting, up to this cap. URL
-	// parameter fila_prefetch.
+	// (default 250, at most 65535). The prefetch follows demand: a consumer
+	// is started with the sum of the Max of the Receive calls waiting (twice
+	// that when it is 10 or more), up to this cap. URL parameter
+	// fila_prefetch.
 	MaxPrefetch int
 	// BufferIdle is how long messages the broker pushed to this client may
 	// wait in its buffer with no Receive waiting before the driver gives them
