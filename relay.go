@@ -111,7 +111,10 @@ func (rr *relayRun) progress() {
 
 // Run moves messages until ctx ends or, with StopWhenIdle, until the source
 // stays empty. It returns what it moved; a context ending is not an error
-// when StopWhenIdle is 0.
+// when StopWhenIdle is 0. When ctx ends, the batches in hand are finished
+// (enqueued and acked, for at most 10 seconds more) so that a stopped relay
+// leaves nothing to move twice; a batch it cannot move is given back to the
+// source at once rather than when its lease expires.
 func (r *Relay) Run(ctx context.Context) (RelayStats, error) {
 	if r.From == nil || r.To == nil {
 		return RelayStats{}, invalidf("relay needs both From and To clients")
@@ -343,12 +346,20 @@ func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic
 		}
 		bm, err := r.To.prepare(&m, now)
 		if err != nil {
+			rr.release(ctx, ds)
 			return fmt.Errorf("relay: message %s does not fit the target: %w", d.ID, err)
 		}
 		bm.Attempts = max(d.Attempt-1, 0) // the relay's own delivery is not an attempt
 		bms[i] = bm
 	}
-	cctx, leave, err := r.To.enter(ctx)
+	// A batch in hand is finished even when ctx ends meanwhile (a stopped
+	// relay): enqueued, then acked, within settleTimeout after the stop.
+	// Cutting the enqueue short could leave the batch stored on the target
+	// and still on the source — a duplicate on the next run wherever the
+	// target has no dedup keys.
+	fctx, fcancel := graceful(ctx, settleTimeout)
+	defer fcancel()
+	cctx, leave, err := r.To.enter(fctx)
 	if err != nil {
 		rr.release(ctx, ds)
 		return err
@@ -357,19 +368,14 @@ func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic
 	leave()
 	if err != nil {
 		rr.release(ctx, ds)
-		return fmt.Errorf("relay: enqueue %d messages to %s: %w (they stay on the source and are moved again)", len(bms), rr.to, r.To.done(ctx, err))
+		return fmt.Errorf("relay: enqueue %d messages to %s: %w (they stay on the source and are moved again)", len(bms), rr.to, r.To.done(fctx, err))
 	}
 	for _, x := range res {
 		if x.Duplicate {
 			rr.dups.Add(1)
 		}
 	}
-	// The target confirmed the batch: ack it even when ctx ended meanwhile
-	// (a stopped relay), or it would be moved again on the next run — a
-	// duplicate wherever the target has no dedup keys.
-	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer acancel()
-	if err := r.From.AckBatch(actx, ds); err != nil {
+	if err := r.From.AckBatch(fctx, ds); err != nil {
 		// Lost leases mean the batch comes back and is moved again; the dedup
 		// key (where the target has them) refuses the second copy.
 		rr.log.Warn("fila: relay ack on the source failed; those messages will be moved again", slog.Any("error", err))
@@ -379,9 +385,33 @@ func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic
 	return nil
 }
 
-// settleTimeout bounds the acks and releases a relay makes after its context
-// ended.
+// settleTimeout bounds how long a relay whose context ended goes on
+// finishing the batches in hand (enqueue and ack) or giving them back.
 const settleTimeout = 10 * time.Second
+
+// graceful returns a context that outlives ctx by grace: it ends grace after
+// ctx ends (or when cancel is called), carrying ctx's values.
+func graceful(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		timer = time.AfterFunc(grace, cancel)
+		mu.Unlock()
+	})
+	return g, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
 
 // release gives back a batch that could not be moved, so it is ready again at
 // once instead of after its lease (best effort: otherwise the lease expires).

@@ -228,49 +228,63 @@ func TestRelayOutboxRunsUntilCancelled(t *testing.T) {
 	}
 }
 
-// stopDuring wraps a target driver: its Enqueue calls stop (cancelling the
-// relay's context) and then either fails with the context's error, as an
-// enqueue cut short does, or succeeds, as one confirmed just before the stop.
+// stopDuring wraps a target driver: its Enqueue calls stop (ending the
+// relay's context) and then fails with fail, or stores the batch, noting
+// whether the context it was given had ended.
 type stopDuring struct {
 	backend.Driver
-	stop    func()
-	succeed bool
+	stop     func()
+	fail     error
+	cutShort atomic.Bool
 }
 
 func (s *stopDuring) Enqueue(ctx context.Context, q string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
 	s.stop()
-	<-ctx.Done()
-	if !s.succeed {
-		return nil, ctx.Err()
+	if s.fail != nil {
+		return nil, s.fail
 	}
-	return s.Driver.Enqueue(context.WithoutCancel(ctx), q, msgs)
+	if ctx.Err() != nil {
+		s.cutShort.Store(true)
+	}
+	return s.Driver.Enqueue(ctx, q, msgs)
 }
 
-func TestRelayStoppedMidBatch(t *testing.T) {
-	for _, succeed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("enqueue_confirmed=%v", succeed), func(t *testing.T) {
-			_, from := newMem(t)
-			tb := memory.NewBroker(memory.BrokerOptions{})
-			ctx, cancel := context.WithCancel(context.Background())
-			to := fila.New(&stopDuring{Driver: tb.Open(), stop: cancel, succeed: succeed})
-			defer to.Close()
-			if _, err := from.EnqueueBatch(context.Background(), "q", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
-				t.Fatal(err)
-			}
-			// A long lease: only a release makes the batch ready again soon.
-			st, err := (&fila.Relay{From: from, FromQueue: "q", To: to, Batch: 10, Lease: time.Hour}).Run(ctx)
-			if err != nil {
-				t.Fatalf("an outbox relay stopped by its context returned %v, want nil", err)
-			}
-			s, _ := from.QueueStats(context.Background(), "q")
-			if succeed {
-				// Confirmed by the target: acked on the source despite the stop.
-				if st.Moved != 2 || s.Ready+s.Leased != 0 {
-					t.Errorf("stats %+v, source %+v; want the confirmed batch acked", st, s)
-				}
-			} else if st.Moved != 0 || s.Ready != 2 || s.Leased != 0 {
-				t.Errorf("stats %+v, source %+v; want the batch released, ready at once", st, s)
-			}
-		})
+func TestRelayStoppedMidBatchFinishesIt(t *testing.T) {
+	_, from := newMem(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	drv := &stopDuring{Driver: memory.NewBroker(memory.BrokerOptions{}).Open(), stop: cancel}
+	to := fila.New(drv)
+	defer to.Close()
+	if _, err := from.EnqueueBatch(context.Background(), "q", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := (&fila.Relay{From: from, FromQueue: "q", To: to, Batch: 10}).Run(ctx)
+	if err != nil {
+		t.Fatalf("an outbox relay stopped by its context returned %v, want nil", err)
+	}
+	if drv.cutShort.Load() {
+		t.Error("the stop cut the batch's enqueue short")
+	}
+	s, _ := from.QueueStats(context.Background(), "q")
+	if st.Moved != 2 || s.Ready+s.Leased != 0 {
+		t.Errorf("stats %+v, source %+v; want the batch in hand moved and acked despite the stop", st, s)
+	}
+}
+
+func TestRelayGivesBackABatchItCannotMove(t *testing.T) {
+	_, from := newMem(t)
+	down := errors.New("broker down")
+	to := fila.New(&stopDuring{Driver: memory.NewBroker(memory.BrokerOptions{}).Open(), stop: func() {}, fail: down})
+	defer to.Close()
+	if _, err := from.EnqueueBatch(context.Background(), "q", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A long lease: only a release makes the batch ready again soon.
+	_, err := (&fila.Relay{From: from, FromQueue: "q", To: to, Batch: 10, Lease: time.Hour}).Run(context.Background())
+	if !errors.Is(err, down) {
+		t.Fatalf("Run = %v, want the target's error", err)
+	}
+	if s, _ := from.QueueStats(context.Background(), "q"); s.Ready != 2 || s.Leased != 0 {
+		t.Errorf("source %+v; want the batch given back, ready at once", s)
 	}
 }

@@ -57,11 +57,9 @@ empty for --idle (default 10s): the cut-over runbook is
 letters into the target's dead-letter store with their reasons.
 
 Progress goes to standard error (redrawn in place on a terminal), the final
-count and what is left on the source to standard output. Ctrl-C stops at
-once: batches the target already confirmed are acked on the source, the
-others are given back, so running the command again continues where it
-stopped (a batch cut short in the middle of its enqueue may arrive twice on a
-target without dedup keys, such as RabbitMQ).`,
+count and what is left on the source to standard output. Ctrl-C stops after
+finishing the batches in hand (enqueued and acked, for at most 10s more), so
+running the command again continues where it stopped without duplicates.`,
 		Example: `  fila migrate --from postgres://db/app --to redis://cache:6379/0 --queue emails
   fila migrate --from amqp://guest:guest@mq/ --to postgres://db/app --queue emails \
       --to-queue emails_v2 --include-dead --drain --idle 30s`,
