@@ -147,6 +147,14 @@ func str(v any) string {
 	}
 }
 
+// messageFromValues decodes a stream entry as go-redis returns it, with the
+// attempt of its next delivery (earlier deliveries + 1) and its last error.
+func messageFromValues(v map[string]any) (m backend.Message, attempt int, lastErr string, err error) {
+	m.ID, m.DedupKey, lastErr = str(v[fID]), str(v[fDedup]), str(v[fLastError])
+	attempt = int(toInt(v[fAttempts])) + 1
+	return m, attempt, lastErr, decodePayload(str(v[fPayload]), &m)
+}
+
 // messageFrom decodes a stream entry's fields into a message.
 func messageFrom(f map[string]string) (backend.Message, error) {
 	m := backend.Message{ID: f[fID], DedupKey: f[fDedup]}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/conformance"
 	"github.com/fila-go/fila/redis"
@@ -23,6 +25,31 @@ func TestConformance(t *testing.T) {
 				return nil, err
 			}
 			return redis.Open(ctx, u)
+		},
+		Missing: map[conformance.Feature]string{
+			conformance.FeatureTxEnqueue: "Redis has no transaction a caller can share with the queue (MULTI cannot hold a script's reads)",
+		},
+		WakeupBound:     time.Second,
+		RedeliveryBound: 2 * time.Second,
+	})
+}
+
+// TestConformanceFastPath runs the suite with Receive's fast path (MULTI
+// with a native XREADGROUP, see fastrecv.go) forced for every Receive; by
+// default it only serves batches.
+func TestConformanceFastPath(t *testing.T) {
+	e := newEnv(t)
+	e.fast = true
+	raw := driverURL(t, e.url, map[string]string{"pool_size": "8"})
+	conformance.Run(t, conformance.Harness{
+		Open: func(ctx context.Context) (backend.Driver, error) {
+			opt, err := goredis.ParseURL(raw)
+			if err != nil {
+				return nil, err
+			}
+			o := redis.Options{Prefix: e.prefix, CloseClient: true}
+			redis.ForceFastPath(&o)
+			return redis.New(goredis.NewClient(opt), o)
 		},
 		Missing: map[conformance.Feature]string{
 			conformance.FeatureTxEnqueue: "Redis has no transaction a caller can share with the queue (MULTI cannot hold a script's reads)",

@@ -40,7 +40,11 @@
 // delayed messages into the stream, takes over deliveries whose own recorded
 // deadline has passed (XCLAIM of exactly those entries, so a short lease never
 // steals a message leased longer by someone else), then reads new entries with
-// XREADGROUP. Each Receive call draws a fresh lease token; a delivery's
+// XREADGROUP. For a batch (Max of 10 or more) while no lease is known to have
+// expired, it instead runs a MULTI/EXEC transaction with the XREADGROUP
+// outside any script, which is cheaper for many entries; the transaction
+// records the leases of what it read atomically with the read (see
+// fastrecv.go). Each Receive call draws a fresh lease token; a delivery's
 // receipt is its stream id plus that token, recorded in the lease hash. Ack, Retry, Dead and Extend are scripts that
 // check the token first and return ErrLeaseLost, changing nothing, when it is
 // not current. Ack does XACK + XDEL, so the stream only holds pending work;
@@ -93,14 +97,17 @@
 //
 // # Cost
 //
-// Every operation is one script call (one round trip). Measured on a 2-core
-// machine against a local Redis 7.0, an EnqueueBatch of 100 reaches about
-// 0.5 of raw pipelined XADD, a single Enqueue about 0.7 of a single XADD, a
-// single Receive+Ack about 0.6 of XREADGROUP+XACK, and a Receive of 100 with
-// AckBatch about 0.35 of XREADGROUP COUNT 100 + XACK: the receive script
-// spends most of its ~0.4 ms per 100 messages converting the XREADGROUP reply
-// into Lua values and back, the ack script ~0.2 ms on the token checks, XDEL
-// and the lease bookkeeping (see bench_test.go).
+// Every operation is one round trip (a script call, or for a batch Receive
+// one transaction). Measured on a shared 2-core machine against a local
+// Redis 7.0, an EnqueueBatch of 100 reaches about 0.6 of raw pipelined
+// XADD, a single Enqueue about 0.6 of a single XADD, a single Receive+Ack
+// about 0.65 of XREADGROUP+XACK, and a Receive of 100 with AckBatch about
+// 0.39 of XREADGROUP COUNT 100 + XACK (0.35 when the XREADGROUP ran inside
+// the receive script). Server-side, per 100 messages: the receive
+// transaction ~0.3 ms, of which the native XREADGROUP ~0.08 ms and the
+// script recording the leases ~0.1 ms (XPENDING, HSET, ZADD and their Lua
+// conversions); the ack script ~0.2 ms, of which XDEL ~0.06 ms (see
+// bench_test.go).
 //
 // # Recovery
 //

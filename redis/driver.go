@@ -46,7 +46,8 @@ type Driver struct {
 	waits sync.WaitGroup
 
 	mu      sync.Mutex
-	touched map[string]bool // queues this instance received from
+	touched map[string]bool      // queues this instance received from
+	hint    map[string]time.Time // per queue, when the earliest lease seen expires (see fastOK)
 	closed  bool
 }
 
@@ -72,7 +73,7 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, o Options) (
 		return nil, fmt.Errorf("fila/redis: random consumer name: %w", err)
 	}
 	id := hex.EncodeToString(b)
-	d := &Driver{c: client, o: o, consumer: "fila-" + id, tokBase: id[:8], touched: map[string]bool{}}
+	d := &Driver{c: client, o: o, consumer: "fila-" + id, tokBase: id[:8], touched: map[string]bool{}, hint: map[string]time.Time{}}
 	d.checkPolicy(ctx)
 	return d, nil
 }
@@ -213,10 +214,11 @@ func (d *Driver) token() string {
 	return d.tokBase + strconv.FormatUint(d.tokSeq.Add(1), 36)
 }
 
-// Receive runs the claim script (promote due delayed messages, take over
-// expired leases, read new entries); when it finds nothing it waits on the
-// stream with XREAD BLOCK until a new entry arrives, the next known due time
-// comes, or Options.Block passes, then claims again.
+// Receive claims with the fast path (see fastrecv.go) while no lease is
+// known to have expired, else with the claim script (promote due delayed
+// messages, take over expired leases, read new entries); when it finds
+// nothing it waits on the stream with XREAD BLOCK until a new entry arrives,
+// the next known due time comes, or Options.Block passes, then claims again.
 func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	k := d.keys(queue)
 	d.touch(queue)
@@ -229,6 +231,23 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			return nil, err
 		}
 		tok := d.token()
+		if p.Max >= d.o.fastMin && d.fastOK(queue) {
+			res, err := d.claimFast(ctx, queue, k, p, tok)
+			if err != nil {
+				return nil, err
+			}
+			if len(res.ds) > 0 {
+				return res.ds, nil
+			}
+			wait := d.o.Block
+			if res.next >= 0 && res.next < wait {
+				wait = res.next
+			}
+			if err := d.wait(ctx, k.stream, res.wake, max(wait, time.Millisecond)); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		v, err := scriptReceive.Run(ctx, d.c, k.list(), group, d.consumer, p.Max, ceilMS(p.Lease), tok,
 			defaultPromote, sweep, d.o.OrphanIdle.Milliseconds()).Slice()
 		if err != nil {
@@ -237,6 +256,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		if len(v) < 4 || (len(v)-4)%3 != 0 {
 			return nil, fmt.Errorf("fila/redis: receive script returned %d values", len(v))
 		}
+		d.setHint(queue, toInt(v[0]), toInt(v[3]))
 		if len(v) > 4 {
 			return d.deliveries(ctx, queue, tok, v[4:], msTime(toInt(v[1])), 3)
 		}

@@ -46,7 +46,10 @@ func receiveNone(t *testing.T, c *fila.Client, queue string, d time.Duration) {
 // A consumer that crashes holding a 1 s lease loses only that message: a
 // message another consumer leased for 30 s is not taken over.
 func TestCrashWithShortLeaseOnlyTakesOverThatMessage(t *testing.T) {
-	e := newEnv(t)
+	bothPaths(t, testCrashWithShortLeaseOnlyTakesOverThatMessage)
+}
+
+func testCrashWithShortLeaseOnlyTakesOverThatMessage(t *testing.T, e *env) {
 	const q = "crash"
 	prod := e.client(t, redis.Options{})
 	short := fila.New(e.driver(t, redis.Options{}))
@@ -92,8 +95,9 @@ func ids(ds []*fila.Delivery) []string {
 // When a queue's keys are deleted (FLUSHALL, a restart without persistence),
 // the driver recreates the stream and group instead of failing with NOGROUP,
 // including for a receiver that was blocked at that moment.
-func TestNOGROUPRecovery(t *testing.T) {
-	e := newEnv(t)
+func TestNOGROUPRecovery(t *testing.T) { bothPaths(t, testNOGROUPRecovery) }
+
+func testNOGROUPRecovery(t *testing.T, e *env) {
 	const q = "nogroup"
 	c := e.client(t, redis.Options{})
 	ctx := testCtx(t)
@@ -166,8 +170,9 @@ func TestNOGROUPRecovery(t *testing.T) {
 // A pending entry deleted from the stream behind the driver's back (a blind
 // XTRIM or XDEL) is cleaned up when its lease expires: nothing is delivered,
 // its lease record goes and its dedup key is freed.
-func TestDeletedEntryOnTakeover(t *testing.T) {
-	e := newEnv(t)
+func TestDeletedEntryOnTakeover(t *testing.T) { bothPaths(t, testDeletedEntryOnTakeover) }
+
+func testDeletedEntryOnTakeover(t *testing.T, e *env) {
 	const q = "deleted"
 	c := e.client(t, redis.Options{})
 	ctx := testCtx(t)
@@ -198,7 +203,10 @@ func TestDeletedEntryOnTakeover(t *testing.T) {
 // (read by a foreign XREADGROUP) and cleans up the ones deleted from the
 // stream (reported in XAUTOCLAIM's third reply element).
 func TestSweepHandlesOrphansAndDeletedEntries(t *testing.T) {
-	e := newEnv(t)
+	bothPaths(t, testSweepHandlesOrphansAndDeletedEntries)
+}
+
+func testSweepHandlesOrphansAndDeletedEntries(t *testing.T, e *env) {
 	const q = "sweep"
 	c := e.client(t, redis.Options{SweepEvery: 10 * time.Millisecond, OrphanIdle: time.Millisecond})
 	ctx := testCtx(t)
@@ -321,8 +329,9 @@ func keySlot(key string) uint16 {
 
 // The dead-letter stream keeps at most DeadCap letters and the per-kind
 // counts follow the trimming.
-func TestDeadCap(t *testing.T) {
-	e := newEnv(t)
+func TestDeadCap(t *testing.T) { bothPaths(t, testDeadCap) }
+
+func testDeadCap(t *testing.T, e *env) {
 	const q = "deadcap"
 	c := e.client(t, redis.Options{DeadCap: 3})
 	ctx := testCtx(t)
@@ -395,8 +404,9 @@ func TestOpenURLParameters(t *testing.T) {
 
 // AckBatch across two queues and past one script call's limit (1000 refs)
 // settles every current receipt and reports the stale one alone.
-func TestAckBatchAcrossQueuesAndChunks(t *testing.T) {
-	e := newEnv(t)
+func TestAckBatchAcrossQueuesAndChunks(t *testing.T) { bothPaths(t, testAckBatchAcrossQueuesAndChunks) }
+
+func testAckBatchAcrossQueuesAndChunks(t *testing.T, e *env) {
 	c := e.client(t, redis.Options{})
 	ctx := testCtx(t)
 	msgs := make([]fila.Message, 1100)
@@ -446,8 +456,9 @@ func TestAckBatchAcrossQueuesAndChunks(t *testing.T) {
 
 // A binary body and headers survive the delayed set (msgpack in Lua) on
 // enqueue and on retry, with attempts and the last error carried along.
-func TestBinaryThroughDelayedSet(t *testing.T) {
-	e := newEnv(t)
+func TestBinaryThroughDelayedSet(t *testing.T) { bothPaths(t, testBinaryThroughDelayedSet) }
+
+func testBinaryThroughDelayedSet(t *testing.T, e *env) {
 	const q = "binary"
 	c := e.client(t, redis.Options{})
 	ctx := testCtx(t)

@@ -16,3 +16,7 @@ const (
 	KeySweep
 	KeyDeadIDs
 )
+
+// ForceFastPath makes a driver built with o use the fast receive path for
+// every Receive, whatever its Max.
+func ForceFastPath(o *Options) { o.fastMin = 1 }

@@ -79,6 +79,21 @@ type env struct {
 	raw    *goredis.Client
 	url    string
 	prefix string
+	// fast makes the env's drivers use the fast receive path for every
+	// Receive (see bothPaths).
+	fast bool
+}
+
+// bothPaths runs test twice: with Receive's script path for small batches
+// (the default) and with the fast path (MULTI with a native XREADGROUP)
+// forced for every Receive.
+func bothPaths(t *testing.T, test func(t *testing.T, e *env)) {
+	t.Run("script", func(t *testing.T) { test(t, newEnv(t)) })
+	t.Run("fast", func(t *testing.T) {
+		e := newEnv(t)
+		e.fast = true
+		test(t, e)
+	})
 }
 
 func newEnv(t testing.TB) *env {
@@ -95,6 +110,9 @@ func (e *env) driver(t testing.TB, o redis.Options) *redis.Driver {
 	}
 	o.Prefix = e.prefix
 	o.CloseClient = true
+	if e.fast {
+		redis.ForceFastPath(&o)
+	}
 	d, err := redis.New(goredis.NewClient(opt), o)
 	if err != nil {
 		t.Fatal(err)

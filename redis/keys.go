@@ -5,14 +5,14 @@ package redis
 // of the driver touches a single slot.
 type keys struct {
 	stream   string // the ready and leased messages (a stream with one consumer group)
-	leases   string // hash: stream id -> "token\nattempt\nmessage id\ndedup key" per current delivery
+	leases   string // hash: stream id -> "token\nattempt\nmessage id\ndedup key" (or just "token") per current delivery
 	deadline string // sorted set: stream id -> lease deadline (Unix ms)
 	delayed  string // sorted set: message id -> run-at (Unix ms)
 	payloads string // hash: message id -> msgpack of the stream fields of a delayed message
 	dedup    string // hash: dedup key -> id of the pending message that holds it
 	dead     string // stream of dead letters
 	deadKind string // hash: kind -> number of dead letters of that kind
-	sweep    string // hash: state of the orphan sweep ("c" cursor, "t" next run, Unix ms)
+	sweep    string // hash: state of the orphan sweep ("c" cursor, "t" next run, Unix ms) and "r", the fast receive's mark
 	deadIDs  string // hash: message id -> stream id of its dead letter (for idempotent imports)
 }
 

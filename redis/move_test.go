@@ -48,8 +48,9 @@ func ref(q string, d backend.Delivery) backend.Ref {
 // Extend, Retry, Ack and Dead work on deliveries taken early; an extended
 // early delivery stays held, a retried one waits for its run-at again;
 // settling one frees its payload and dedup key.
-func TestReceiveDelayedSettlements(t *testing.T) {
-	e := newEnv(t)
+func TestReceiveDelayedSettlements(t *testing.T) { bothPaths(t, testReceiveDelayedSettlements) }
+
+func testReceiveDelayedSettlements(t *testing.T, e *env) {
 	const q = "early"
 	d := e.driver(t, redis.Options{})
 	c := fila.New(d)
@@ -133,8 +134,9 @@ func TestReceiveDelayedSettlements(t *testing.T) {
 // An early lease that expires after the message's run-at has passed makes
 // the message ready at once, with the attempt counted; one whose run-at is
 // still ahead is delayed again.
-func TestEarlyLeaseExpiringAfterRunAt(t *testing.T) {
-	e := newEnv(t)
+func TestEarlyLeaseExpiringAfterRunAt(t *testing.T) { bothPaths(t, testEarlyLeaseExpiringAfterRunAt) }
+
+func testEarlyLeaseExpiringAfterRunAt(t *testing.T, e *env) {
 	const q = "early-late"
 	d := e.driver(t, redis.Options{})
 	c := fila.New(d)
@@ -160,7 +162,10 @@ func TestEarlyLeaseExpiringAfterRunAt(t *testing.T) {
 
 // Carried attempts survive the delayed set.
 func TestCarriedAttemptsThroughDelayedSet(t *testing.T) {
-	e := newEnv(t)
+	bothPaths(t, testCarriedAttemptsThroughDelayedSet)
+}
+
+func testCarriedAttemptsThroughDelayedSet(t *testing.T, e *env) {
 	const q = "carried"
 	d := e.driver(t, redis.Options{})
 	c := fila.New(d)
@@ -177,8 +182,9 @@ func TestCarriedAttemptsThroughDelayedSet(t *testing.T) {
 
 // Imported dead letters are purged, replayed, counted and capped like the
 // queue's own, and an id whose letter was purged can be imported again.
-func TestDeadImportWithNativeLetters(t *testing.T) {
-	e := newEnv(t)
+func TestDeadImportWithNativeLetters(t *testing.T) { bothPaths(t, testDeadImportWithNativeLetters) }
+
+func testDeadImportWithNativeLetters(t *testing.T, e *env) {
 	const q = "import"
 	d := e.driver(t, redis.Options{DeadCap: 4})
 	c := fila.New(d)

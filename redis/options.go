@@ -23,6 +23,8 @@ const (
 	DefaultOrphanIdle = 5 * time.Minute
 	// defaultPromote is how many due delayed messages one receive promotes.
 	defaultPromote = 1000
+	// defaultFastMin is the default of Options.fastMin.
+	defaultFastMin = 10
 )
 
 // Options configure a driver built with New. The zero value uses the
@@ -53,6 +55,11 @@ type Options struct {
 	// CloseClient makes Close close the go-redis client too. New leaves it
 	// false (the caller owns the client); Open sets it.
 	CloseClient bool
+
+	// fastMin is the smallest Max for which Receive may use the fast path
+	// (see fastrecv.go): for one message, its three scripts cost more than
+	// the receive script. 0 means defaultFastMin; tests set 1.
+	fastMin int
 }
 
 func (o *Options) defaults() error {
@@ -79,6 +86,9 @@ func (o *Options) defaults() error {
 	}
 	if o.OrphanIdle <= 0 {
 		o.OrphanIdle = DefaultOrphanIdle
+	}
+	if o.fastMin <= 0 {
+		o.fastMin = defaultFastMin
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -11,8 +11,10 @@ import goredis "github.com/redis/go-redis/v9"
 //	e last error (optional)
 //
 // A delivery's lease record (hash "leases", field = stream id) is
-// "token\nattempt\nmessage id\ndedup key"; its deadline is the score of the
-// stream id in the "deadlines" sorted set. The consumer group's pending list
+// "token\nattempt\nmessage id\ndedup key", or for an entry read by the
+// fast receive path of a queue without dedup keys just "token" (the attempt
+// is then the entry's n + 1, the message id its i); its deadline is the
+// score of the stream id in the "deadlines" sorted set. The consumer group's pending list
 // mirrors the records; the records are the truth.
 //
 // A delayed message taken early by ReceiveDelayed has no stream entry: its
@@ -37,6 +39,19 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- complete fills in the attempt, message id and dedup key of a lazy record
+-- from the entry's fields f.
+local function complete(att, mid, dedup, f)
+  if att then return att, mid, dedup end
+  local n = 0
+  mid, dedup = '', ''
+  for i = 1, #f, 2 do
+    local k = f[i]
+    if k == 'i' then mid = f[i + 1] elseif k == 'u' then dedup = f[i + 1] elseif k == 'n' then n = tonumber(f[i + 1]) end
+  end
+  return n + 1, mid, dedup
+end
+
 local function tomap(a)
   local m = {}
   for i = 1, #a, 2 do m[a[i]] = a[i + 1] end
@@ -47,8 +62,12 @@ local function rec_make(token, attempt, mid, dedup)
   return token .. '\n' .. attempt .. '\n' .. mid .. '\n' .. dedup
 end
 
+-- rec_parse splits a lease record. A lazy record (just the token, written
+-- by the fast receive path) returns nil attempt and message id: the attempt
+-- is then the entry's 'n' + 1 and the id its 'i' (see complete).
 local function rec_parse(r)
   local a = string.find(r, '\n', 1, true)
+  if not a then return r, nil, nil, '' end
   local b = string.find(r, '\n', a + 1, true)
   local c = string.find(r, '\n', b + 1, true)
   return string.sub(r, 1, a - 1), tonumber(string.sub(r, a + 1, b - 1)), string.sub(r, b + 1, c - 1), string.sub(r, c + 1)
@@ -110,7 +129,7 @@ end
 -- deleted behind the driver's back).
 local function lost_entry(g, sid, mid, dedup)
   drop(g, sid)
-  free_dedup(dedup, mid)
+  if mid then free_dedup(dedup, mid) end
 end
 
 -- pkind returns the kind stored at the start of a payload.
@@ -196,6 +215,68 @@ end
 local function unearly_expired(g, now, scan)
   for _, sid in ipairs(redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, scan)) do
     if is_early(sid) then unearly(g, sid, now) end
+  end
+end
+
+-- promote moves up to plimit delayed messages whose run-at has come to the
+-- stream.
+local function promote(g, now, plimit)
+  local due = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'LIMIT', 0, plimit)
+  if #due > 0 then
+    ensure(g)
+    for _, mid in ipairs(due) do
+      local pk = redis.call('HGET', KP, mid)
+      if pk then redis.call('XADD', KS, '*', unpack(cmsgpack.unpack(pk))) end
+      redis.call('ZREM', KD, mid)
+      redis.call('HDEL', KP, mid)
+    end
+  end
+end
+
+-- sweep is the throttled sweep of the pending list with XAUTOCLAIM: pending
+-- entries without a lease record (delivered by something else, or whose
+-- records were lost) get an expired lease so the next takeover hands them
+-- out; entries deleted from the stream behind the driver's back lose their
+-- lease and dedup key.
+local function sweep(g, c, now, sweepEvery, orphanIdle)
+  if sweepEvery > 0 and redis.call('EXISTS', KS) == 1 and now >= tonumber(redis.call('HGET', KW, 't') or '0') then
+    local cur = redis.call('HGET', KW, 'c') or '0-0'
+    local r = redis.pcall('XAUTOCLAIM', KS, g, c, orphanIdle, cur, 'COUNT', 100)
+    if not is_err(r) then
+      for _, e in ipairs(r[2]) do
+        if e[2] and redis.call('HEXISTS', KL, e[1]) == 0 then
+          local m = tomap(e[2])
+          redis.call('HSET', KL, e[1], rec_make('-', (tonumber(m['n']) or 0) + 1, m['i'] or '', m['u'] or ''))
+          redis.call('ZADD', KX, 'inf', PAD, 0, e[1])
+        elseif not e[2] then
+          local rr = redis.call('HGET', KL, e[1])
+          if rr then
+            local _, _, mid, dedup = rec_parse(rr)
+            lost_entry(g, e[1], mid, dedup)
+          else
+            redis.pcall('XACK', KS, g, e[1])
+          end
+        end
+      end
+      for _, sid in ipairs(r[3] or {}) do
+        local rr = redis.call('HGET', KL, sid)
+        if rr then
+          local _, _, mid, dedup = rec_parse(rr)
+          lost_entry(g, sid, mid, dedup)
+        end
+      end
+      redis.call('HSET', KW, 'c', r[1], 't', now + sweepEvery)
+      -- forget consumers that hold nothing and were idle for an hour
+      local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
+      if not is_err(cs) then
+        for _, ci in ipairs(cs) do
+          local m = tomap(ci)
+          if m['name'] ~= c and tonumber(m['pending']) == 0 and tonumber(m['idle']) > 3600000 then
+            redis.call('XGROUP', 'DELCONSUMER', KS, g, m['name'])
+          end
+        end
+      end
+    end
   end
 end
 
@@ -285,61 +366,9 @@ local function give(sid, fields, attempt, mid, dedup)
   no = no + 3
 end
 
--- (a) promote delayed messages whose run-at has come
-local due = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'LIMIT', 0, plimit)
-if #due > 0 then
-  ensure(g)
-  for _, mid in ipairs(due) do
-    local pk = redis.call('HGET', KP, mid)
-    if pk then redis.call('XADD', KS, '*', unpack(cmsgpack.unpack(pk))) end
-    redis.call('ZREM', KD, mid)
-    redis.call('HDEL', KP, mid)
-  end
-end
-
--- (b) throttled sweep of the pending list with XAUTOCLAIM: pending entries
--- without a lease record (delivered by something else, or whose records were
--- lost) get an expired lease so (c) hands them out at once; entries deleted
--- from the stream behind the driver's back lose their lease and dedup key.
-if sweepEvery > 0 and redis.call('EXISTS', KS) == 1 and now >= tonumber(redis.call('HGET', KW, 't') or '0') then
-  local cur = redis.call('HGET', KW, 'c') or '0-0'
-  local r = redis.pcall('XAUTOCLAIM', KS, g, c, orphanIdle, cur, 'COUNT', 100)
-  if not is_err(r) then
-    for _, e in ipairs(r[2]) do
-      if e[2] and redis.call('HEXISTS', KL, e[1]) == 0 then
-        local m = tomap(e[2])
-        redis.call('HSET', KL, e[1], rec_make('-', (tonumber(m['n']) or 0) + 1, m['i'] or '', m['u'] or ''))
-        redis.call('ZADD', KX, 'inf', PAD, 0, e[1])
-      elseif not e[2] then
-        local rr = redis.call('HGET', KL, e[1])
-        if rr then
-          local _, _, mid, dedup = rec_parse(rr)
-          lost_entry(g, e[1], mid, dedup)
-        else
-          redis.pcall('XACK', KS, g, e[1])
-        end
-      end
-    end
-    for _, sid in ipairs(r[3] or {}) do
-      local rr = redis.call('HGET', KL, sid)
-      if rr then
-        local _, _, mid, dedup = rec_parse(rr)
-        lost_entry(g, sid, mid, dedup)
-      end
-    end
-    redis.call('HSET', KW, 'c', r[1], 't', now + sweepEvery)
-    -- forget consumers that hold nothing and were idle for an hour
-    local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
-    if not is_err(cs) then
-      for _, ci in ipairs(cs) do
-        local m = tomap(ci)
-        if m['name'] ~= c and tonumber(m['pending']) == 0 and tonumber(m['idle']) > 3600000 then
-          redis.call('XGROUP', 'DELCONSUMER', KS, g, m['name'])
-        end
-      end
-    end
-  end
-end
+-- (a) promote due delayed messages; (b) sweep the pending list
+promote(g, now, plimit)
+sweep(g, c, now, sweepEvery, orphanIdle)
 
 -- (c) take over deliveries whose own deadline has passed
 local exp = redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, want)
@@ -364,12 +393,14 @@ if #exp > 0 then
       local _, att, mid, dedup = rec_parse(r)
       local fields = got[sid]
       if fields then
+        att, mid, dedup = complete(att, mid, dedup, fields)
         give(sid, fields, att + 1, mid, dedup)
       else
         -- Not claimable: the entry was deleted (the message is gone), or the
         -- group lost its pending entry (re-add the entry so it is not lost).
         local e = redis.call('XRANGE', KS, sid, sid)
         if #e > 0 then
+          att = complete(att, mid, dedup, e[1][2])
           ensure(g)
           redis.call('XADD', KS, '*', unpack(requeue(e[1][2], att, '')))
           drop(g, sid)
@@ -409,6 +440,9 @@ end
 if seq > 0 then
   redis.call('HSET', KL, PAD, '', unpack(hs))
   redis.call('ZADD', KX, 'inf', PAD, unpack(zs))
+  -- the earliest lease deadline, for the caller's choice of receive path
+  local b = redis.call('ZRANGE', KX, 0, 0, 'WITHSCORES')
+  if #b > 0 and b[1] ~= PAD then out[4] = tonumber(b[2]) end
   return out
 end
 
@@ -443,8 +477,10 @@ for j, sid in ipairs(sids) do
   local r = recs[j]
   local token = ARGV[2 * j + 1]
   out[j] = 0
-  -- the record starts with "token\n"; a record ending in "\n" has no dedup key
-  if r and not done[sid] and string.byte(r, #token + 1) == 10 and string.sub(r, 1, #token) == token then
+  -- the record is the token alone (lazy: no dedup key) or starts with
+  -- "token\n"; a record ending in "\n" has no dedup key
+  local lazy = r and #r == #token
+  if r and not done[sid] and (lazy and r == token or not lazy and string.byte(r, #token + 1) == 10 and string.sub(r, 1, #token) == token) then
     done[sid] = true
     ok[#ok + 1] = sid
     if is_early(sid) then
@@ -453,7 +489,7 @@ for j, sid in ipairs(sids) do
       redis.call('HDEL', KP, mid)
     else
       st[#st + 1] = sid
-      if string.byte(r, -1) ~= 10 then
+      if not lazy and string.byte(r, -1) ~= 10 then
         local _, _, mid, dedup = rec_parse(r)
         free_dedup(dedup, mid)
       end
@@ -481,6 +517,7 @@ local t, att, mid, dedup = lease_of(sid, token)
 if not t then return 0 end
 local src = take(g, sid, mid, dedup)
 if not src then return 0 end
+att, mid, dedup = complete(att, mid, dedup, src)
 local f = requeue(src, att, reason)
 local now = now_ms()
 local due = now + delay
@@ -505,6 +542,7 @@ local t, att, mid, dedup = lease_of(sid, token)
 if not t then return 0 end
 local src = take(g, sid, mid, dedup)
 if not src then return 0 end
+att, mid, dedup = complete(att, mid, dedup, src)
 if is_early(sid) then redis.call('HDEL', KP, mid) end
 local f = {}
 local kind = ''

@@ -1,0 +1,157 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/redis"
+)
+
+// fastEnv returns an env whose drivers use the fast receive path, and a
+// client whose first Receive on q has run (the first Receive of a queue
+// takes the script path: the driver knows nothing of its leases yet).
+func fastEnv(t *testing.T, q string) (*env, *redis.Driver, *fila.Client) {
+	t.Helper()
+	e := newEnv(t)
+	e.fast = true
+	d := e.driver(t, redis.Options{})
+	c := fila.New(d)
+	enqueue(t, c, q, fila.Message{Kind: "warm-up"})
+	ds := receive(t, c, q, fila.ReceiveParams{Max: 10, Lease: time.Minute})
+	if err := ds[0].Ack(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	return e, d, c
+}
+
+// leaseRecord returns the lease record of the delivery with receipt r.
+func leaseRecord(t *testing.T, e *env, q, receipt string) string {
+	t.Helper()
+	sid, _, _ := strings.Cut(receipt, "/")
+	rec, err := e.raw.HGet(testCtx(t), redis.QueueKeys(e.prefix, q)[redis.KeyLeases], sid).Result()
+	if err != nil {
+		t.Fatalf("lease record of %s: %v", sid, err)
+	}
+	return rec
+}
+
+// The fast path records full leases when the queue holds dedup keys, so
+// Ack frees them.
+func TestFastPathFreesDedupKeys(t *testing.T) {
+	const q = "fast-dedup"
+	e, _, c := fastEnv(t, q)
+	ctx := testCtx(t)
+	for _, k := range []string{"d1", "d2", ""} {
+		enqueue(t, c, q, fila.Message{Kind: "x", DedupKey: k})
+	}
+	ds := receive(t, c, q, fila.ReceiveParams{Max: 10, Lease: time.Minute})
+	if len(ds) != 3 {
+		t.Fatalf("received %d, want 3", len(ds))
+	}
+	for _, d := range ds {
+		if d.Attempt != 1 {
+			t.Errorf("attempt %d", d.Attempt)
+		}
+	}
+	if err := c.AckBatch(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := e.raw.HLen(ctx, redis.QueueKeys(e.prefix, q)[redis.KeyDedup]).Result(); n != 0 {
+		t.Errorf("%d dedup keys left after acking their messages", n)
+	}
+	if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "x", DedupKey: "d1"}); err != nil {
+		t.Errorf("enqueue with a freed dedup key: %v", err)
+	}
+}
+
+// Lazy lease records (the token alone) carry the right attempts through
+// Retry, Dead and the takeover of an expired lease.
+func TestFastPathLazyRecords(t *testing.T) {
+	const q = "fast-lazy"
+	e, d, c := fastEnv(t, q)
+	ctx := testCtx(t)
+	var ms []backend.Message
+	for _, k := range []string{"retry", "dead", "expire"} {
+		m := msg(t, k)
+		m.Attempts = 2
+		ms = append(ms, m)
+	}
+	if _, err := d.Enqueue(ctx, q, ms); err != nil {
+		t.Fatal(err)
+	}
+	ds := receive(t, c, q, fila.ReceiveParams{Max: 10, Lease: time.Second})
+	if len(ds) != 3 {
+		t.Fatalf("received %d, want 3", len(ds))
+	}
+	by := map[string]*fila.Delivery{}
+	for _, x := range ds {
+		by[x.Kind] = x
+		if x.Attempt != 3 {
+			t.Errorf("%s: attempt %d, want 3", x.Kind, x.Attempt)
+		}
+		_, tok, _ := strings.Cut(x.Receipt(), "/")
+		if rec := leaseRecord(t, e, q, x.Receipt()); rec != tok {
+			t.Fatalf("lease record %q, want the lazy record %q (did the fast path run?)", rec, tok)
+		}
+	}
+	if err := by["retry"].Retry(ctx, 0, "again"); err != nil {
+		t.Fatal(err)
+	}
+	if err := by["dead"].Dead(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	// The retried one comes back at once; the expired one after its lease.
+	seen := map[string]int{}
+	for len(seen) < 2 {
+		got := receive(t, c, q, fila.ReceiveParams{Max: 10, Lease: time.Minute})
+		for _, x := range got {
+			seen[x.Kind] = x.Attempt
+			if x.Kind == "retry" && x.LastError != "again" {
+				t.Errorf("retried delivery's last error %q", x.LastError)
+			}
+			if err := x.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if seen["retry"] != 4 || seen["expire"] != 4 {
+		t.Errorf("attempts after retry and expiry: %v, want 4 each", seen)
+	}
+	page, err := c.DeadList(ctx, q, fila.DeadListParams{})
+	if err != nil || len(page.Letters) != 1 || page.Letters[0].Attempts != 3 || page.Letters[0].ID != by["dead"].ID {
+		t.Fatalf("dead letters %+v, %v", page.Letters, err)
+	}
+	if err := by["expire"].Ack(ctx); !errors.Is(err, fila.ErrLeaseLost) {
+		t.Errorf("stale Ack after the takeover: %v, want ErrLeaseLost", err)
+	}
+}
+
+// When the group is lost and recreated from the start, a re-read entry
+// that is still leased is not handed out again: its holder keeps it.
+func TestFastPathSkipsLeasedEntriesReRead(t *testing.T) {
+	const q = "fast-reread"
+	e, _, c := fastEnv(t, q)
+	ctx := testCtx(t)
+	id := enqueue(t, c, q, fila.Message{Kind: "held"})
+	held := receive(t, c, q, fila.ReceiveParams{Max: 10, Lease: time.Minute})
+	if len(held) != 1 || held[0].ID != id {
+		t.Fatalf("received %v", ids(held))
+	}
+	stream := redis.QueueKeys(e.prefix, q)[redis.KeyStream]
+	if err := e.raw.XGroupDestroy(ctx, stream, "fila").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if ds, err := c.Receive(rctx, q, fila.ReceiveParams{Max: 10, Lease: time.Minute}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Receive after the group was recreated = %v, %v; want nothing (the entry is leased)", ids(ds), err)
+	}
+	if err := held[0].Ack(ctx); err != nil {
+		t.Errorf("the holder's Ack: %v", err)
+	}
+}
