@@ -155,3 +155,57 @@ func TestFastPathSkipsLeasedEntriesReRead(t *testing.T) {
 		t.Errorf("the holder's Ack: %v", err)
 	}
 }
+
+// The largest batches fit the scripts' argument lists: a fast Receive of
+// MaxReceive, a ReceiveDelayed of as many, and a DeadImport over several
+// script calls.
+func TestLargestBatches(t *testing.T) {
+	const q = "fast-large"
+	_, d, c := fastEnv(t, q)
+	ctx := testCtx(t)
+	now, later := make([]fila.Message, fila.MaxReceive), make([]fila.Message, fila.MaxReceive)
+	for i := range now {
+		now[i] = fila.Message{Kind: "now"}
+		later[i] = fila.Message{Kind: "later", Delay: time.Hour}
+	}
+	for _, b := range [][]fila.Message{now, later} {
+		if _, err := c.EnqueueBatch(ctx, q, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds := receive(t, c, q, fila.ReceiveParams{Max: fila.MaxReceive, Lease: time.Minute})
+	if len(ds) != fila.MaxReceive {
+		t.Fatalf("fast Receive of %d returned %d", fila.MaxReceive, len(ds))
+	}
+	if err := c.AckBatch(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	early := receiveDelayed(t, d, q, fila.MaxReceive, time.Minute)
+	if len(early) != fila.MaxReceive {
+		t.Fatalf("ReceiveDelayed of %d returned %d", fila.MaxReceive, len(early))
+	}
+	refs := make([]backend.Ref, len(early))
+	letters := make([]backend.DeadLetter, len(early))
+	for i, x := range early {
+		refs[i] = ref(q, x)
+		letters[i] = backend.DeadLetter{Message: x.Message, Attempts: x.Attempt, Reason: "moved"}
+	}
+	errs, err := d.Ack(ctx, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range errs {
+		if e != nil {
+			t.Fatalf("Ack of an early delivery: %v", e)
+		}
+	}
+	for round := 0; round < 2; round++ {
+		if err := d.DeadImport(ctx, q, letters); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := c.QueueStats(ctx, q)
+	if err != nil || st.Dead != int64(len(letters)) || st.Delayed != 0 || st.Leased != 0 || st.Ready != 0 {
+		t.Errorf("stats %+v, %v; want %d dead and nothing else", st, err, len(letters))
+	}
+}
