@@ -13,7 +13,8 @@ import (
 )
 
 // HeaderSourceID is the header a Relay adds to every message it moves: the
-// id the message had on the source, so consumers can de-duplicate.
+// id the message had on the source, so consumers can de-duplicate. A message
+// relayed again (A to B to C) keeps the id it had on A.
 const HeaderSourceID = "Fila-Source-Id"
 
 // Relay moves messages from a queue on one client to a queue on another,
@@ -336,7 +337,9 @@ func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic
 		for k, v := range d.Headers {
 			headers[k] = v
 		}
-		headers[HeaderSourceID] = d.ID
+		if headers[HeaderSourceID] == "" {
+			headers[HeaderSourceID] = d.ID // a later hop keeps the first source's id
+		}
 		m := Message{Kind: d.Kind, Body: d.Body, Headers: headers, RunAt: d.runAt, DedupKey: d.DedupKey, MaxAttempts: d.MaxAttempts}
 		if m.DedupKey == "" && r.To.dedup {
 			m.DedupKey = "fila-relay:" + d.ID

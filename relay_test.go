@@ -288,3 +288,20 @@ func TestRelayGivesBackABatchItCannotMove(t *testing.T) {
 		t.Errorf("source %+v; want the batch given back, ready at once", s)
 	}
 }
+
+func TestRelaySecondHopKeepsTheFirstSourceID(t *testing.T) {
+	_, a := newMem(t)
+	_, b := newMem(t)
+	_, c := newMem(t)
+	ctx := context.Background()
+	id, _ := a.Enqueue(ctx, "q", fila.Message{Kind: "k"})
+	for _, hop := range []*fila.Relay{{From: a, FromQueue: "q", To: b}, {From: b, FromQueue: "q", To: c}} {
+		hop.StopWhenIdle = 100 * time.Millisecond
+		if _, err := hop.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := collect(t, c, "q", 1); got[id] == nil {
+		t.Errorf("after two hops the message does not carry its first id %s: %v", id, got)
+	}
+}
