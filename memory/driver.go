@@ -226,7 +226,10 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 		return err
 	}
 	m.token, m.deadline = "", time.Time{}
-	m.due = b.clock.Now().Add(delay)
+	// A message taken early (ReceiveDelayed) keeps its run-at.
+	if due := b.clock.Now().Add(delay); due.After(m.due) {
+		m.due = due
+	}
 	if reason != "" {
 		m.lastError = reason
 	}

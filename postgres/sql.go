@@ -127,7 +127,8 @@ RETURNING m.id::text`),
 		retry: r.Replace(`WITH u AS (
 	UPDATE {{s}}.messages
 	SET lease_token = NULL,
-		visible_at = now() + $3 * interval '1 microsecond',
+		-- GREATEST skips NULL: only a message taken early keeps its run-at.
+		visible_at = GREATEST(now() + $3 * interval '1 microsecond', run_at),
 		run_at = NULL,
 		last_error = COALESCE(NULLIF($4, ''), last_error)
 	WHERE id = $1 AND lease_token = $2
