@@ -209,7 +209,7 @@ func (r *report) targets() string {
 	ts = append(ts, target{"PostgreSQL enqueue-to-start p50 < 5 ms at 500 msg/s", latTarget("postgres")},
 		target{"Redis enqueue-to-start p50 < 5 ms at 500 msg/s", latTarget("redis")})
 	for _, run := range r.sustained {
-		if run.System != "fila" || len(run.Samples) < 2 || strings.Contains(run.Phase, "idle") {
+		if run.System != "fila" || len(run.Samples) < 2 || strings.Contains(run.Phase, "REPEATABLE READ") {
 			continue
 		}
 		run := run

@@ -335,8 +335,11 @@ func latencyScenario(ctx context.Context, broker string, s System, rates []float
 }
 
 func joinNote(a, b string) string {
-	if a == "" {
+	switch {
+	case a == "":
 		return b
+	case b == "":
+		return a
 	}
 	return a + "; " + b
 }

@@ -222,10 +222,14 @@ func (c *asynqConsumer) Stop() error {
 	return nil
 }
 
-func (s *asynqSystem) Teardown(context.Context) error {
+func (s *asynqSystem) Teardown(ctx context.Context) error {
 	err := s.inspector.DeleteQueue(s.queue, true)
 	if errors.Is(err, asynq.ErrQueueNotFound) {
 		err = nil
+	}
+	// DeleteQueue leaves the processed counters behind.
+	if derr := s.env.delPattern(ctx, "asynq:{"+s.queue+"}*"); err == nil {
+		err = derr
 	}
 	return err
 }
