@@ -18,8 +18,9 @@ import (
 // Each claim is a findOneAndUpdate like Receive's; the stored due time
 // becomes the later of the lease deadline and the run-at, so a message
 // taken early whose lease expires is not claimable before its run-at (the
-// run-at is also recorded so that Extend keeps it). Each delivery's RunAt is
-// the run-at the message had.
+// run-at is also recorded so that Extend keeps it, with the lease deadline
+// so that a later ReceiveDelayed takes it again once that lease expired).
+// Each delivery's RunAt is the run-at the message had.
 func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	var out []backend.Delivery
 	for len(out) < max(p.Max, 1) {
@@ -28,7 +29,11 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.Rec
 		deadline := ceilMS(now.Add(p.Lease))
 		var before msgDoc
 		err := d.msgs.FindOneAndUpdate(ctx,
-			bson.D{{Key: "q", Value: queue}, {Key: "due", Value: bson.D{{Key: "$gt", Value: floorMS(now)}}}, {Key: "l", Value: false}},
+			bson.D{{Key: "q", Value: queue}, {Key: "due", Value: bson.D{{Key: "$gt", Value: floorMS(now)}}}, {Key: "$or", Value: bson.A{
+				bson.D{{Key: "l", Value: false}},
+				// taken early before, and that lease expired
+				bson.D{{Key: "ld", Value: bson.D{{Key: "$lte", Value: floorMS(now)}}}},
+			}}},
 			bson.D{
 				{Key: "$set", Value: bson.D{{Key: "l", Value: true}, {Key: "r", Value: receipt}}},
 				{Key: "$max", Value: bson.D{{Key: "due", Value: deadline}}},
@@ -50,7 +55,7 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.Rec
 		// then. Without it (the write failed) the due time still holds it;
 		// only an Extend could bring it forward.
 		if _, err := d.msgs.UpdateOne(ctx, bson.D{{Key: "_id", Value: before.ID}, {Key: "r", Value: receipt}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "hold", Value: before.Due}}}}); err != nil {
+			bson.D{{Key: "$set", Value: bson.D{{Key: "hold", Value: before.Due}, {Key: "ld", Value: deadline}}}}); err != nil {
 			d.log.Warn("fila: recording the run-at of a message taken early failed", slog.String("id", before.ID), slog.Any("error", err))
 			return out, nil
 		}

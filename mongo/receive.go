@@ -176,6 +176,7 @@ func claimFilter(queue string, now time.Time) bson.D {
 func claimUpdate(receipt string, now time.Time, lease time.Duration) bson.D {
 	return bson.D{
 		{Key: "$set", Value: bson.D{{Key: "due", Value: ceilMS(now.Add(lease))}, {Key: "l", Value: true}, {Key: "r", Value: receipt}}},
+		{Key: "$unset", Value: bson.D{{Key: "hold", Value: ""}, {Key: "ld", Value: ""}}},
 		{Key: "$inc", Value: bson.D{{Key: "a", Value: 1}}},
 	}
 }

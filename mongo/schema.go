@@ -58,6 +58,10 @@ type msgDoc struct {
 	// Hold is the run-at of a message taken early by ReceiveDelayed: its
 	// due time never goes below it while that lease lasts (Extend keeps it).
 	Hold time.Time `bson:"hold,omitempty"`
+	// LeaseDeadline is the lease deadline of a message taken early (its
+	// due time is the later run-at): ReceiveDelayed takes it again once
+	// this has passed. Unset on every other message.
+	LeaseDeadline time.Time `bson:"ld,omitempty"`
 }
 
 // header is one message header. Headers are stored as an array of pairs

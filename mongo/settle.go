@@ -80,21 +80,48 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 }
 
 // Retry ends the lease and makes the message claimable again at now+delay,
-// keeping reason as its last error (an empty reason keeps the previous).
+// keeping reason as its last error (an empty reason keeps the previous). A
+// message taken early by ReceiveDelayed is not claimable before its run-at
+// (two more round trips in that rare case).
 func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
 	now := time.Now()
-	set := bson.D{{Key: "due", Value: dueTime(now, now.Add(delay))}, {Key: "l", Value: false}}
-	if reason != "" {
-		set = append(set, bson.E{Key: "le", Value: reason})
+	at := now.Add(delay)
+	update := func(filter bson.D, at time.Time) (*gomongo.UpdateResult, error) {
+		set := bson.D{{Key: "due", Value: dueTime(now, at)}, {Key: "l", Value: false}}
+		if reason != "" {
+			set = append(set, bson.E{Key: "le", Value: reason})
+		}
+		return d.msgs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set},
+			{Key: "$unset", Value: bson.D{{Key: "r", Value: ""}, {Key: "hold", Value: ""}, {Key: "ld", Value: ""}}}})
 	}
-	res, err := d.msgs.UpdateOne(ctx, leaseFilter(ref), bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "r", Value: ""}, {Key: "hold", Value: ""}}}})
+	notHeld := append(leaseFilter(ref), bson.E{Key: "$or", Value: bson.A{
+		bson.D{{Key: "hold", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "hold", Value: bson.D{{Key: "$lte", Value: floorMS(at)}}}},
+	}})
+	res, err := update(notHeld, at)
 	if err != nil {
 		return d.mapErr(ctx, err, "retry")
 	}
 	if res.MatchedCount == 0 {
-		return backend.ErrLeaseLost
+		// Either the lease is lost or the message is held until a later
+		// run-at.
+		var doc msgDoc
+		err := d.msgs.FindOne(ctx, leaseFilter(ref)).Decode(&doc)
+		if errors.Is(err, gomongo.ErrNoDocuments) {
+			return backend.ErrLeaseLost
+		}
+		if err != nil {
+			return d.mapErr(ctx, err, "retry")
+		}
+		at = later(at, doc.Hold)
+		if res, err = update(leaseFilter(ref), at); err != nil {
+			return d.mapErr(ctx, err, "retry")
+		}
+		if res.MatchedCount == 0 {
+			return backend.ErrLeaseLost
+		}
 	}
-	if delay == 0 {
+	if !at.After(now) {
 		d.notify.wake(ref.Queue)
 	}
 	return nil
@@ -109,7 +136,9 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 		bson.D{{Key: "hold", Value: bson.D{{Key: "$exists", Value: false}}}},
 		bson.D{{Key: "hold", Value: bson.D{{Key: "$lte", Value: deadline}}}},
 	}})
-	res, err := d.msgs.UpdateOne(ctx, notHeld, bson.D{{Key: "$set", Value: bson.D{{Key: "due", Value: deadline}}}})
+	// Past its run-at a message taken early is an ordinary lease.
+	res, err := d.msgs.UpdateOne(ctx, notHeld, bson.D{{Key: "$set", Value: bson.D{{Key: "due", Value: deadline}}},
+		{Key: "$unset", Value: bson.D{{Key: "hold", Value: ""}, {Key: "ld", Value: ""}}}})
 	if err != nil {
 		return time.Time{}, d.mapErr(ctx, err, "extend")
 	}
@@ -125,7 +154,7 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 	if err != nil {
 		return time.Time{}, d.mapErr(ctx, err, "extend")
 	}
-	res, err = d.msgs.UpdateOne(ctx, leaseFilter(ref), bson.D{{Key: "$set", Value: bson.D{{Key: "due", Value: later(deadline, doc.Hold)}}}})
+	res, err = d.msgs.UpdateOne(ctx, leaseFilter(ref), bson.D{{Key: "$set", Value: bson.D{{Key: "due", Value: later(deadline, doc.Hold)}, {Key: "ld", Value: deadline}}}})
 	if err != nil {
 		return time.Time{}, d.mapErr(ctx, err, "extend")
 	}
