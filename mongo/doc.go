@@ -59,7 +59,8 @@
 // Moving queues between brokers is supported: a message's carried attempt
 // count (backend.Message.Attempts) is stored as its starting count,
 // ReceiveDelayed takes delayed messages early (one taken early whose lease
-// expires stays unclaimable until its run-at), and DeadImport stores dead
+// expires, or that is released, stays unclaimable by Receive until its
+// run-at; ReceiveDelayed takes it again), and DeadImport stores dead
 // letters from elsewhere, skipping ids already stored.
 //
 // # Errors
