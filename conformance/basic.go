@@ -32,6 +32,12 @@ func (s *suite) testFeatures(t *testing.T) {
 	if _, ok := drv.(backend.StatsReader); s.has(FeatureStats) && !ok {
 		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.StatsReader", FeatureStats)
 	}
+	if _, ok := drv.(backend.DelayedReceiver); s.has(FeatureReceiveDelayed) && !ok {
+		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.DelayedReceiver", FeatureReceiveDelayed)
+	}
+	if _, ok := drv.(backend.DeadImporter); s.has(FeatureDeadImport) && !ok {
+		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.DeadImporter", FeatureDeadImport)
+	}
 	if s.has(FeatureTxEnqueue) {
 		if _, ok := drv.(backend.TxEnqueuer); !ok {
 			t.Errorf("feature %q is not declared missing, but the driver does not implement backend.TxEnqueuer", FeatureTxEnqueue)

@@ -34,12 +34,18 @@ const (
 	FeatureTxEnqueue Feature = "tx-enqueue"
 	// FeatureAtomicBatch: a failed Enqueue of a batch stores none of it.
 	FeatureAtomicBatch Feature = "atomic-batch"
+	// FeatureReceiveDelayed: take delayed messages early, for moving a queue
+	// to another broker; the driver implements backend.DelayedReceiver.
+	FeatureReceiveDelayed Feature = "receive-delayed"
+	// FeatureDeadImport: store dead letters taken from another broker; the
+	// driver implements backend.DeadImporter.
+	FeatureDeadImport Feature = "dead-import"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
 var AllFeatures = []Feature{
 	FeatureDedup, FeatureDeadLetters, FeatureStats, FeatureOldestReady, FeatureDeadByKind,
-	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch,
+	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.

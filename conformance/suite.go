@@ -58,6 +58,7 @@ func Run(t *testing.T, h Harness) {
 		{"CompetingConsumers", s.testCompeting},
 		{"QueuesAreIsolated", s.testIsolation},
 		{"WakeUpAfterEnqueue", s.testWakeUp},
+		{"ReleaseWakesOtherReceivers", s.testReleaseWakesOthers},
 		{"CancelledReceiveReturnsPromptly", s.testCancel},
 		{"CancellationLosesNothing", s.testCancelLosesNothing},
 		{"CloseEndsEverything", s.testClose},
@@ -65,6 +66,10 @@ func Run(t *testing.T, h Harness) {
 		{"DeadLetterManagement", s.testDeadLetters},
 		{"StatsOnQuiescentQueue", s.testStats},
 		{"TxEnqueueCommitAndRollback", s.testTx},
+		{"CarriedAttemptsCount", s.testCarriedAttempts},
+		{"ReceiveDelayedTakesFutureMessages", s.testReceiveDelayed},
+		{"ReleaseAfterReceiveDelayedKeepsRunAt", s.testReleaseKeepsRunAt},
+		{"DeadImportIsIdempotent", s.testDeadImport},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once:
 	// t.Run from separate goroutines is not bounded by -test.parallel

@@ -37,6 +37,9 @@ func encode(m *backend.Message) amqp.Publishing {
 	if m.MaxAttempts > 0 {
 		h[hMax] = int64(m.MaxAttempts)
 	}
+	if m.Attempts > 0 { // carried over by a relay from another broker
+		h[hAttempts] = int64(m.Attempts)
+	}
 	return amqp.Publishing{
 		MessageId:    m.ID,
 		Type:         m.Kind,

@@ -25,6 +25,9 @@ func TestConformance(t *testing.T) {
 			conformance.FeatureAtomicBatch: "a failed batch publish may have stored some of its messages",
 			conformance.FeatureOldestReady: "RabbitMQ does not report the age of a queue's head without the management plugin",
 			conformance.FeatureDeadByKind:  "counting dead letters by kind would need reading the whole dead queue",
+			conformance.FeatureReceiveDelayed: "delayed messages wait in per-delay TTL queues the driver cannot enumerate " +
+				"without the management plugin",
+			conformance.FeatureDeadImport: "the dead-letter queue cannot check an id is already there without reading it all",
 		},
 		RedeliveryBound: 3 * time.Second,
 		WakeupBound:     time.Second,

@@ -1,0 +1,48 @@
+package conformance
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+)
+
+// testReleaseWakesOthers: a receive blocked in another client wakes soon
+// after a holder releases (or retries without delay) a message it had leased
+// for long, not at the old deadline (R18).
+func (s *suite) testReleaseWakesOthers(t *testing.T) {
+	holder, waiter := s.client(t), s.client(t)
+	q := s.queue(t)
+	id := enqueue(t, holder, q, fila.Message{Kind: "handoff"})
+	d := receiveOne(t, holder, q, time.Hour, 10*time.Second)
+	type result struct {
+		ds  []*fila.Delivery
+		err error
+		at  time.Time
+	}
+	res := make(chan result, 1)
+	go func() {
+		ds, err := waiter.Receive(ctxTimeout(t, 30*time.Second), q, fila.ReceiveParams{Lease: time.Minute})
+		res <- result{ds, err, time.Now()}
+	}()
+	time.Sleep(500 * time.Millisecond) // let it block; see testWakeUp
+	released := time.Now()
+	if err := d.Release(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("blocked Receive: %v (a message released from an hour-long lease must come back at once)", r.err)
+	}
+	if r.ds[0].ID != id || r.ds[0].Attempt != 2 {
+		t.Errorf("received %s attempt %d, want %s attempt 2", r.ds[0].ID, r.ds[0].Attempt, id)
+	}
+	lat := r.at.Sub(released)
+	t.Logf("release-to-receive latency: %v", lat)
+	if lat > s.h.WakeupBound {
+		t.Errorf("blocked Receive returned %v after the Release; WakeupBound is %v", lat, s.h.WakeupBound)
+	}
+	if err := r.ds[0].Ack(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Errorf("Ack: %v", err)
+	}
+}
