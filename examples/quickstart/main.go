@@ -13,13 +13,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/fila-go/fila"
 	_ "github.com/fila-go/fila/memory"
+	_ "github.com/fila-go/fila/mongo"
 	_ "github.com/fila-go/fila/postgres"
+	_ "github.com/fila-go/fila/rabbitmq"
+	_ "github.com/fila-go/fila/redis"
 )
 
 type welcome struct {
@@ -34,7 +38,10 @@ func main() {
 }
 
 func run() error {
-	url := os.Getenv("FILA_URL")
+	return story(os.Stdout, os.Getenv("FILA_URL"))
+}
+
+func story(out io.Writer, url string) error {
 	if url == "" {
 		url = "mem://"
 	}
@@ -49,7 +56,7 @@ func run() error {
 	}
 	defer c.Close()
 	queue := "quickstart-" + suffix()
-	fmt.Printf("broker %s, queue %s\n", fila.Redact(url), queue)
+	fmt.Fprintf(out, "broker %s, queue %s\n", fila.Redact(url), queue)
 
 	// Producer: three jobs. User 2's mail server times out once; user 3's
 	// address is malformed, which no retry can fix.
@@ -58,7 +65,7 @@ func run() error {
 		if _, err := c.Enqueue(ctx, queue, fila.Message{Kind: "email.welcome", Body: body}); err != nil {
 			return err
 		}
-		fmt.Printf("enqueued welcome email for user %d\n", id)
+		fmt.Fprintf(out, "enqueued welcome email for user %d\n", id)
 	}
 
 	// Consumer: receive under a lease, then ack, retry or dead-letter.
@@ -75,15 +82,15 @@ func run() error {
 			}
 			switch err := sendWelcome(job.UserID, d.Attempt); {
 			case err == nil:
-				fmt.Printf("user %d: sent on attempt %d, ack\n", job.UserID, d.Attempt)
+				fmt.Fprintf(out, "user %d: sent on attempt %d, ack\n", job.UserID, d.Attempt)
 				err = d.Ack(ctx)
 				done++
 			case errors.Is(err, errPermanent):
-				fmt.Printf("user %d: %v, dead-letter\n", job.UserID, err)
+				fmt.Fprintf(out, "user %d: %v, dead-letter\n", job.UserID, err)
 				err = d.Dead(ctx, err.Error())
 				done++
 			default:
-				fmt.Printf("user %d: %v on attempt %d, retry in 200ms\n", job.UserID, err, d.Attempt)
+				fmt.Fprintf(out, "user %d: %v on attempt %d, retry in 200ms\n", job.UserID, err, d.Attempt)
 				err = d.Retry(ctx, 200*time.Millisecond, err.Error())
 			}
 			if err != nil {
@@ -94,17 +101,25 @@ func run() error {
 
 	page, err := c.DeadList(ctx, queue, fila.DeadListParams{})
 	if errors.Is(err, fila.ErrUnsupported) {
-		fmt.Println("this broker cannot list dead letters")
+		fmt.Fprintln(out, "this broker cannot list dead letters")
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	for _, l := range page.Letters {
-		fmt.Printf("dead letter: %s %s after %d attempt(s): %s\n", l.Kind, l.Body, l.Attempts, l.Reason)
+		fmt.Fprintf(out, "dead letter: %s %s after %d attempt(s): %s\n", l.Kind, l.Body, l.Attempts, l.Reason)
 	}
-	_, err = c.DeadPurge(ctx, queue, fila.DeadFilter{})
-	return err
+	if _, err = c.DeadPurge(ctx, queue, fila.DeadFilter{}); err != nil {
+		return err
+	}
+	// Brokers that keep queues as objects (RabbitMQ) can delete the demo's.
+	if dq, ok := c.Driver().(interface {
+		DeleteQueue(context.Context, string) error
+	}); ok {
+		return dq.DeleteQueue(ctx, queue)
+	}
+	return nil
 }
 
 var errPermanent = errors.New("invalid address")
