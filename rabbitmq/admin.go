@@ -318,8 +318,8 @@ func (d *Driver) deadOp(ctx context.Context, queue string, f backend.DeadFilter,
 }
 
 // DeleteQueue deletes queue's RabbitMQ topology: the main queue, the
-// dead-letter queue and exchange, and the delay queues this instance knows
-// (others delete themselves through x-expires). Messages in them are lost.
+// dead-letter queue and exchange, and its delay queues (found by probing
+// every possible delay queue name, see ReceiveDelayed). Messages in them are lost.
 // It is for tests and tooling; Fila itself never deletes queues.
 func (d *Driver) DeleteQueue(ctx context.Context, queue string) error {
 	n, err := d.names(queue)
@@ -332,8 +332,19 @@ func (d *Driver) DeleteQueue(ctx context.Context, queue string) error {
 	}
 	s.forget(queue, n)
 	del := []string{n.main, n.dead}
+	known := map[int64]bool{}
 	for _, ms := range d.buckets(queue) {
+		known[ms] = true
 		del = append(del, n.delay(ms))
+	}
+	dqs, err := s.probeDelays(ctx, n)
+	if err != nil {
+		return err
+	}
+	for _, dq := range dqs {
+		if !known[dq.ms] {
+			del = append(del, n.delay(dq.ms))
+		}
 	}
 	err = s.withCtl(ctx, func(ch *amqp.Channel) error {
 		for _, name := range del {

@@ -25,9 +25,6 @@ func TestConformance(t *testing.T) {
 			conformance.FeatureAtomicBatch: "a failed batch publish may have stored some of its messages",
 			conformance.FeatureOldestReady: "RabbitMQ does not report the age of a queue's head without the management plugin",
 			conformance.FeatureDeadByKind:  "counting dead letters by kind would need reading the whole dead queue",
-			conformance.FeatureReceiveDelayed: "delayed messages wait in per-delay TTL queues the driver cannot enumerate " +
-				"without the management plugin",
-			conformance.FeatureDeadImport: "the dead-letter queue cannot check an id is already there without reading it all",
 		},
 		RedeliveryBound: 3 * time.Second,
 		WakeupBound:     time.Second,
@@ -96,6 +93,16 @@ type tracked struct {
 func (d *tracked) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
 	d.tr.note(queue)
 	return d.Driver.Enqueue(ctx, queue, msgs)
+}
+
+func (d *tracked) ReceiveDelayed(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	d.tr.note(queue)
+	return d.Driver.ReceiveDelayed(ctx, queue, p)
+}
+
+func (d *tracked) DeadImport(ctx context.Context, queue string, letters []backend.DeadLetter) error {
+	d.tr.note(queue)
+	return d.Driver.DeadImport(ctx, queue, letters)
 }
 
 func (d *tracked) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {

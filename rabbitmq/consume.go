@@ -58,6 +58,9 @@ type chanState struct {
 	order   []uint64          // their tags in delivery order (settled ones removed lazily)
 	seen    uint64            // deliveries received on ch
 	maxTag  uint64            // highest delivery tag received on ch
+	// gets stands for the messages ReceiveDelayed took with basic.get on
+	// ch (they count against no consumer's prefetch); non-nil once it did.
+	gets *consumer
 }
 
 type consumer struct {
@@ -75,6 +78,7 @@ type entry struct {
 	busy     bool // a settlement, hop or give-back is publishing its copy
 	attempt  int
 	deadline time.Time
+	runAt    time.Time // for a message taken early by ReceiveDelayed: its run-at
 }
 
 func newPuller(d *Driver, queue string, n names) *puller {
@@ -451,6 +455,9 @@ func (cs *chanState) removeLocked(e *entry) {
 // received and none of them is still unsettled.
 func (cs *chanState) multipleOKLocked(tag uint64) bool {
 	if cs.seen != cs.maxTag { // deliveries of two consumers may interleave out of order
+		return false
+	}
+	if cs.gets != nil { // basic.get replies and pushed deliveries may be recorded out of tag order
 		return false
 	}
 	return len(cs.order) == 0 || cs.order[0] > tag

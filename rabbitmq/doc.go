@@ -127,7 +127,37 @@
 // delay queues this instance published to, Leased is this instance's
 // leases, Dead is the dead queue's count; they are exact on a quiescent
 // queue used by one instance. The age of the oldest ready message and dead
-// letters by kind are not reported. Dedup keys (R11) and transactional
+// letters by kind are not reported.
+//
+// Moving a queue to another broker (backend.DelayedReceiver,
+// backend.DeadImporter). ReceiveDelayed finds the queue's delay queues by
+// declaring every possible delay queue name passively (about 740 names:
+// two significant digits times each power of ten up to the largest bucket),
+// 16 at a time on throwaway channels since a miss closes its channel; this
+// costs some 1,500 round trips, tens of milliseconds on a local broker, per
+// call. It takes messages with basic.get (no ack) on the puller's channel
+// and leases them client-side like Receive: Ack acks them, Retry and
+// Release send a copy that waits for the later of the message's run-at and
+// the retry delay (a message taken early never becomes ready before its
+// run-at), Dead dead-letters it, and an expired lease rejects it with
+// requeue into its delay queue (which keeps its original expiry). Classic
+// delay queues do not count deliveries, so an early take whose lease
+// expired is not counted as an attempt; a taken message that was settled
+// is. Messages that reached the main queue a moment before their run-at
+// and are hopping to a shorter delay queue are not seen. If a delay queue
+// disappears between the probe and the get (deleted, or expired), the get
+// closes the puller's channel and its leases are lost (the broker requeues
+// their messages). DeleteQueue uses the same probe, so it deletes delay
+// queues other instances created too.
+//
+// DeadImport publishes the letters (confirmed, persistent) to the
+// dead-letter exchange in the format Dead uses, so listing, replay and
+// purge treat them as native ones. It skips ids the dead queue already
+// holds, which it learns by reading the whole dead queue as DeadList does:
+// each call costs one round trip per dead letter already stored (O(dead
+// letters)), and two imports running at once may both store a letter.
+//
+// Dedup keys (R11) and transactional
 // enqueue are not supported: RabbitMQ has neither a key check over a queue's
 // messages nor transactions shared with other data.
 //

@@ -111,7 +111,8 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 
 // Retry publishes a copy of the message (confirmed) to the delay queue of
 // delay, or straight to the main queue for no delay, carrying its attempt
-// count and last error, then acks the original.
+// count and last error, then acks the original. A message taken early by
+// ReceiveDelayed waits at least until its run-at.
 func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
 	return d.republish(ctx, ref, "retry", func(s *session, p *puller, e *entry) (pubItem, error) {
 		pub := copyOf(&e.dv)
@@ -121,11 +122,15 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 		}
 		delete(pub.Headers, hRunAt)
 		key := p.n.main
-		if delay > 0 {
-			at := time.Now().Add(delay)
+		now := time.Now()
+		at := now.Add(delay)
+		if at.Before(e.runAt) { // taken early by ReceiveDelayed: never ready before its run-at
+			at = e.runAt
+		}
+		if at.After(now) {
 			setRunAt(&pub, at)
 			var err error
-			if key, err = s.delayKey(ctx, p.queue, p.n, delay); err != nil {
+			if key, err = s.delayKey(ctx, p.queue, p.n, at.Sub(now)); err != nil {
 				return pubItem{}, err
 			}
 		}

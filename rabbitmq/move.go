@@ -1,0 +1,276 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// allBuckets lists every delay queue length bucketMS can pick: 1..99 ms,
+// then two significant digits times each power of ten, and maxBucketMS
+// (about 740 names).
+var allBuckets = sync.OnceValue(func() []int64 {
+	var out []int64
+	for ms := int64(1); ms < 100; ms++ {
+		out = append(out, ms)
+	}
+	for scale := int64(10); scale < maxBucketMS; scale *= 10 {
+		for m := int64(10); m < 100; m++ {
+			if v := m * scale; v < maxBucketMS {
+				out = append(out, v)
+			}
+		}
+	}
+	return append(out, maxBucketMS)
+})
+
+// probeWorkers is how many throwaway channels probe delay queues at once.
+const probeWorkers = 16
+
+// delayQueue is a delay queue found by probe.
+type delayQueue struct {
+	ms    int64
+	ready int
+}
+
+// probeDelays finds the delay queues of n that exist, with their ready
+// counts. Without the management plugin queues cannot be listed, but the
+// possible names are finite: each is declared passively. A passive declare
+// of a missing queue closes its channel, so the probes run on throwaway
+// channels (reopened after each miss), several at once.
+func (s *session) probeDelays(ctx context.Context, n names) ([]delayQueue, error) {
+	cands := allBuckets()
+	found := make([]int, len(cands)) // -1 missing, else ready count
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+	}
+	for w := 0; w < probeWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ch *amqp.Channel
+			defer func() {
+				if ch != nil {
+					_ = ch.Close()
+				}
+			}()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(cands) {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					fail(err)
+					return
+				}
+				if ch == nil {
+					var err error
+					if ch, err = s.conn.Channel(); err != nil {
+						fail(err)
+						return
+					}
+				}
+				q, err := ch.QueueDeclarePassive(n.delay(cands[i]), true, false, false, false, nil)
+				var ae *amqp.Error
+				switch {
+				case err == nil:
+					found[i] = q.Messages
+				case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+					found[i] = -1
+					ch = nil // the broker closed it
+				default:
+					fail(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, mapErr(ctx, "probe delay queues", firstErr)
+	}
+	var out []delayQueue
+	for i, c := range found {
+		if c >= 0 {
+			out = append(out, delayQueue{ms: cands[i], ready: c})
+		}
+	}
+	return out, nil
+}
+
+// ReceiveDelayed takes, without blocking, up to p.Max messages waiting in
+// queue's delay queues (found by probing every possible delay queue name,
+// see probeDelays) with basic.get on the puller's channel, and leases them
+// like Receive does: Ack acks them there, Retry and Release keep their
+// run-at (the copy waits for the later of its run-at and the retry delay),
+// Dead dead-letters them, and an expired lease rejects them with requeue
+// back into their delay queue. Messages that reached the main queue a
+// moment before their run-at (by bucket rounding) and are hopping to a
+// shorter delay queue are not seen.
+func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.ReceiveParams) ([]backend.Delivery, error) {
+	p, err := d.puller(queue)
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.session(ctx, d.opts.ReconnectWait)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.declare(ctx, queue, p.n); err != nil {
+		return nil, err
+	}
+	dqs, err := s.probeDelays(ctx, p.n)
+	if err != nil {
+		return nil, err
+	}
+	for _, dq := range dqs {
+		d.rememberBucket(queue, dq.ms)
+	}
+	want := max(rp.Max, 1)
+	var out []backend.Delivery
+	for _, dq := range dqs {
+		if dq.ready == 0 {
+			continue
+		}
+		for len(out) < want {
+			dl, ok, err := p.getDelayed(ctx, p.n.delay(dq.ms), rp.Lease)
+			if err != nil {
+				if len(out) > 0 && !errors.Is(err, backend.ErrLeaseLost) {
+					return out, nil
+				}
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+			out = append(out, dl)
+		}
+	}
+	return out, nil
+}
+
+// getDelayed takes one message from the delay queue name with basic.get on
+// the puller's channel and leases it.
+func (p *puller) getDelayed(ctx context.Context, name string, lease time.Duration) (backend.Delivery, bool, error) {
+	p.ensureMu.Lock()
+	p.mu.Lock()
+	cs, closed := p.cs, p.closed
+	p.mu.Unlock()
+	if closed {
+		p.ensureMu.Unlock()
+		return backend.Delivery{}, false, backend.ErrClosed
+	}
+	if cs == nil {
+		var err error
+		if cs, err = p.open(ctx); err != nil {
+			p.ensureMu.Unlock()
+			return backend.Delivery{}, false, err
+		}
+	}
+	p.ensureMu.Unlock()
+	var dv amqp.Delivery
+	var ok bool
+	err := cs.call(func() error {
+		var err error
+		dv, ok, err = cs.ch.Get(name, false)
+		return err
+	})
+	if err != nil {
+		return backend.Delivery{}, false, mapErr(ctx, "get delayed message", err)
+	}
+	if !ok {
+		return backend.Delivery{}, false, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cs != cs {
+		return backend.Delivery{}, false, backend.ErrUnavailable
+	}
+	if cs.gets == nil {
+		cs.gets = &consumer{}
+	}
+	now := time.Now()
+	e := &entry{dv: dv, cons: cs.gets, leased: true, deadline: now.Add(lease), attempt: priorAttempts(&dv) + 1}
+	if ms := intHeader(dv.Headers, hRunAt); ms != 0 {
+		e.runAt = time.UnixMilli(ms)
+	}
+	tag := dv.DeliveryTag
+	cs.entries[tag] = e
+	cs.order = append(cs.order, tag) // maybe out of tag order: see multipleOKLocked
+	cs.seen++
+	cs.maxTag = max(cs.maxTag, tag)
+	cs.gets.outstanding++
+	m := decode(&dv)
+	return backend.Delivery{
+		Message:   m,
+		Attempt:   e.attempt,
+		Receipt:   p.d.receipt(cs.gen, tag),
+		Deadline:  e.deadline,
+		LastError: strHeader(dv.Headers, hLastError),
+	}, true, nil
+}
+
+// DeadImport publishes letters (confirmed, persistent) to queue's
+// dead-letter exchange in the format Dead uses, skipping those whose id
+// the dead queue already holds. Checking means reading the whole dead
+// queue as DeadList does: one round trip per dead letter already there.
+func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend.DeadLetter) error {
+	n, err := d.names(queue)
+	if err != nil {
+		return err
+	}
+	s, err := d.session(ctx, d.opts.ReconnectWait)
+	if err != nil {
+		return err
+	}
+	if err := s.declare(ctx, queue, n); err != nil {
+		return err
+	}
+	sc, err := d.scanDead(ctx, s, queue, n)
+	if err != nil {
+		return err
+	}
+	have := make(map[string]bool, len(sc.letters)+len(letters))
+	for _, l := range sc.letters {
+		have[l.ID] = true
+	}
+	sc.close() // gives the letters back in their places
+	var items []pubItem
+	now := time.Now()
+	for i := range letters {
+		l := &letters[i]
+		if have[l.ID] {
+			continue
+		}
+		have[l.ID] = true
+		m := l.Message
+		m.RunAt, m.Delay = time.Time{}, 0
+		pub := encode(&m)
+		pub.Headers[hAttempts] = int64(l.Attempts)
+		pub.Headers[hReason] = l.Reason
+		deadAt := l.DeadAt
+		if deadAt.IsZero() {
+			deadAt = now
+		}
+		pub.Headers[hDeadAt] = deadAt.UnixMilli()
+		items = append(items, pubItem{exchange: n.dead, msg: pub, queue: queue})
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	return mapErr(ctx, "import dead letters", s.publish(ctx, items))
+}
