@@ -284,6 +284,10 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 
 func (c *Client) deadExhausted(ctx context.Context, queue string, bd *backend.Delivery, max int) {
 	ref := backend.Ref{Queue: queue, ID: bd.ID, Receipt: bd.Receipt}
+	// The claim may have come back while ctx was ending: dead-letter it
+	// anyway, or it would wait for its lease to expire first.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	err := c.drv.Dead(ctx, ref, ReasonMaxAttempts)
 	log := c.opts.logger.With(slog.String("queue", queue), slog.String("kind", bd.Kind),
 		slog.String("id", bd.ID), slog.Int("attempt", bd.Attempt), slog.Int("max_attempts", max))

@@ -214,10 +214,9 @@ func (s *suite) testReleaseKeepsRunAt(t *testing.T) {
 	if err := drv.Retry(ctx, backend.Ref{Queue: q, ID: id, Receipt: ds[0].Receipt}, 0, ""); err != nil {
 		t.Fatalf("Release of a message taken early: %v", err)
 	}
-	expectNone(t, c, q, wait/2, "a released message taken early must wait for its run-at")
 	d := receiveOne(t, c, q, time.Minute, time.Until(runAt)+s.h.RedeliveryBound+time.Second)
 	if early := time.Until(runAt); early > earlyTolerance {
-		t.Errorf("received %v before its run-at", early)
+		t.Errorf("a released message taken early was received %v before its run-at", early)
 	}
 	if d.ID != id {
 		t.Errorf("received %s, want %s", d.ID, id)
