@@ -118,7 +118,9 @@ func (s *session) probeDelays(ctx context.Context, n names) ([]delayQueue, error
 // like Receive does: Ack acks them there, Retry and Release keep their
 // run-at (the copy waits for the later of its run-at and the retry delay),
 // Dead dead-letters them, and an expired lease rejects them with requeue
-// back into their delay queue. Messages that reached the main queue a
+// back into their delay queue. The delay queues this instance knows are
+// tried first; the probe runs only when they hold fewer than p.Max
+// messages, so an empty result always comes after a full probe. Messages that reached the main queue a
 // moment before their run-at (by bucket rounding) and are hopping to a
 // shorter delay queue are not seen.
 func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.ReceiveParams) ([]backend.Delivery, error) {
@@ -133,31 +135,50 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.Re
 	if err := s.declare(ctx, queue, p.n); err != nil {
 		return nil, err
 	}
+	want := max(rp.Max, 1)
+	var out []backend.Delivery
+	take := func(ms int64) error {
+		for len(out) < want {
+			dl, ok, err := p.getDelayed(ctx, p.n.delay(ms), rp.Lease)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return nil
+			}
+			out = append(out, dl)
+		}
+		return nil
+	}
+	// On an error the messages taken so far stay leased until their leases
+	// expire and go back to their delay queues.
+	finish := func(err error) ([]backend.Delivery, error) { return nil, err }
+	// The delay queues this instance knows first: when they hold enough,
+	// the probe of every possible name is not needed.
+	for _, ms := range d.buckets(queue) {
+		c, err := s.count(ctx, p.n.delay(ms))
+		if err != nil {
+			return finish(err)
+		}
+		if c > 0 {
+			if err := take(ms); err != nil {
+				return finish(err)
+			}
+		}
+		if len(out) >= want {
+			return out, nil
+		}
+	}
 	dqs, err := s.probeDelays(ctx, p.n)
 	if err != nil {
-		return nil, err
+		return finish(err)
 	}
 	for _, dq := range dqs {
 		d.rememberBucket(queue, dq.ms)
-	}
-	want := max(rp.Max, 1)
-	var out []backend.Delivery
-	for _, dq := range dqs {
-		if dq.ready == 0 {
-			continue
-		}
-		for len(out) < want {
-			dl, ok, err := p.getDelayed(ctx, p.n.delay(dq.ms), rp.Lease)
-			if err != nil {
-				if len(out) > 0 && !errors.Is(err, backend.ErrLeaseLost) {
-					return out, nil
-				}
-				return nil, err
+		if dq.ready > 0 && len(out) < want {
+			if err := take(dq.ms); err != nil {
+				return finish(err)
 			}
-			if !ok {
-				break
-			}
-			out = append(out, dl)
 		}
 	}
 	return out, nil
