@@ -92,7 +92,8 @@ type QueueConfig struct {
 	// Concurrency is the most jobs of this queue running at once; default
 	// DefaultConcurrency. The worker receives at most as many messages as it
 	// has free slots, so no message waits leased while no goroutine can run
-	// it.
+	// it. A job's slot is freed when its handler returns; successes wait for
+	// their batched ack outside the limit (see the package documentation).
 	Concurrency int
 }
 

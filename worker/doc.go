@@ -23,7 +23,11 @@
 //
 // When the handler returns, the worker applies exactly one outcome:
 //
-//   - nil: the message is acked.
+//   - nil: the message is acked. Acks are batched: the job frees its slot
+//     when its handler returns and hands the message to its queue's acker,
+//     which acks the successes that finish close together with one
+//     Client.AckBatch (one round trip); the job's end is reported
+//     (Config.OnJobEnd, logs) only once its ack is stored or has failed.
 //   - an error made by [Permanent] (checked with errors.As, so it may be
 //     wrapped): the message is dead-lettered at once with the error text as
 //     the reason. Permanent and transient failures never share a retry budget.
@@ -64,7 +68,11 @@
 //
 // Each queue has its own concurrency limit (QueueConfig.Concurrency). The
 // worker asks Receive for at most as many messages as it has free slots, so
-// no message waits leased while no goroutine can run it.
+// no message waits leased while no goroutine can run it. A finished job's
+// slot is free while its ack is in flight, and a queue has at most its
+// concurrency of acks in flight (a job whose hand-over would exceed that
+// waits, keeping its slot), so a queue holds at most twice its concurrency
+// of leases: its running jobs' and its acks in flight.
 //
 // # Shutdown
 //
@@ -73,7 +81,7 @@
 // [ErrShutdown]); a job interrupted that way has its message released at once
 // (not acked, not backed off) for another consumer, as do messages received
 // but not yet started. Settlement after shutdown uses a fresh context bounded
-// to 10s. Run returns once every goroutine it started has ended.
+// to 10s; pending acks are stored before Run returns. Run returns once every goroutine it started has ended.
 //
 // # Observability
 //

@@ -19,7 +19,10 @@ import (
 const maxStackBytes = 4 << 10
 
 // runJob runs one delivery's handler and applies the outcome policy.
-func (w *Worker) runJob(base context.Context, d *fila.Delivery) {
+//
+// A success is handed to ak, which acks it in a batch and then reports the
+// job's end; runJob returns at once, freeing the job's slot.
+func (w *Worker) runJob(base context.Context, d *fila.Delivery, ak *acker) {
 	s := w.cfg.settingsFor(d.Kind)
 	maxAttempts := d.MaxAttempts
 	if s.maxAttempts > 0 && (maxAttempts <= 0 || s.maxAttempts < maxAttempts) {
@@ -71,7 +74,8 @@ func (w *Worker) runJob(base context.Context, d *fila.Delivery) {
 	switch {
 	case err == nil:
 		ev.Outcome = OutcomeAck
-		settle = d.Ack
+		ak.add(pendingAck{d: d, ev: ev, log: log})
+		return
 	case IsPermanent(err):
 		ev.Outcome, ev.Reason = OutcomeDead, reasonOf(err)
 		settle = func(ctx context.Context) error { return d.Dead(ctx, ev.Reason) }

@@ -111,8 +111,9 @@ func (w *Worker) handler(kind string) Handler {
 // stops receiving, lets running jobs finish for up to Config.ShutdownGrace,
 // then cancels their contexts (cause ErrShutdown) and waits for them to
 // return. Messages received but not started are released at once for other
-// consumers, never acked. Run returns only when every goroutine it started
-// has ended.
+// consumers, never acked. Acks of finished jobs still pending are stored
+// before Run returns. Run returns only when every goroutine it started has
+// ended.
 //
 // Run returns nil after a shutdown caused by ctx. It returns an error when a
 // queue cannot be received from for good (the client was closed: ErrClosed;
@@ -135,11 +136,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		errOnce sync.Once
 		runErr  error
 	)
+	ackers := make(map[string]*acker, len(w.cfg.Queues))
+	for queue, qc := range w.cfg.Queues {
+		ackers[queue] = newAcker(w, jobBase, qc.Concurrency)
+	}
 	for queue, qc := range w.cfg.Queues {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()
-			if err := w.receiveLoop(recvCtx, jobBase, queue, qc.Concurrency, &jobs); err != nil {
+			if err := w.receiveLoop(recvCtx, jobBase, queue, qc.Concurrency, ackers[queue], &jobs); err != nil {
 				errOnce.Do(func() { runErr = err })
 				stopRecv(err)
 			}
@@ -162,12 +167,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		hardStop(ErrShutdown)
 		<-done
 	}
+	// No job is left to hand over an ack: store the pending ones.
+	for _, ak := range ackers {
+		ak.stop()
+	}
+	for _, ak := range ackers {
+		ak.wait()
+	}
 	return runErr
 }
 
 // receiveLoop receives from queue into free slots until ctx ends. It returns
 // an error only when receiving fails for good.
-func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurrency int, jobs *sync.WaitGroup) error {
+func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurrency int, ak *acker, jobs *sync.WaitGroup) error {
 	// slots holds one token per running job; only this goroutine adds
 	// tokens, so the free count only grows while it waits in Receive.
 	slots := make(chan struct{}, concurrency)
@@ -215,7 +227,7 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 			w.active.Add(1)
 			go func() {
 				defer func() { <-slots; w.active.Add(-1); jobs.Done() }()
-				w.runJob(jobBase, d)
+				w.runJob(jobBase, d, ak)
 			}()
 		}
 	}

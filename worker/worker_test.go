@@ -67,6 +67,7 @@ func runWorkerTests(t *testing.T, open func(t *testing.T) *fila.Client) {
 	t.Run("TypedKind", func(t *testing.T) { testTypedKind(t, open(t)) })
 	t.Run("MiddlewareAndLogger", func(t *testing.T) { testMiddlewareAndLogger(t, open(t)) })
 	t.Run("ClientClosed", func(t *testing.T) { testClientClosed(t, open(t)) })
+	t.Run("BatchedAckOutcomes", func(t *testing.T) { testBatchedAckOutcomes(t, open) })
 }
 
 // fastConfig is a config for queue q with short, test-friendly timings.
@@ -576,8 +577,10 @@ func testConcurrency(t *testing.T, base *fila.Client) {
 		if p := running[q].peak.Load(); p != int64(limit) {
 			t.Errorf("queue with concurrency %d ran %d jobs at once at the peak", limit, p)
 		}
-		if p := leased[q].peak.Load(); p > int64(limit) {
-			t.Errorf("queue with concurrency %d held %d messages leased at once", limit, p)
+		// Running jobs' leases plus acks in flight (at most the
+		// concurrency, see the package documentation).
+		if p := leased[q].peak.Load(); p > 2*int64(limit) {
+			t.Errorf("queue with concurrency %d held %d messages leased at once; want at most %d", limit, p, 2*limit)
 		}
 	}
 }
@@ -710,5 +713,121 @@ func testClientClosed(t *testing.T, c *fila.Client) {
 	}
 	if ev := rec.waitEnds(t, 1)[0]; ev.Outcome != worker.OutcomeUnsettled || !errors.Is(ev.SettleErr, fila.ErrClosed) {
 		t.Errorf("end = %+v; want unsettled with ErrClosed", ev)
+	}
+}
+
+// ackFaultDriver injects Ack failures: whole failures of the next calls, and
+// per-delivery errors (once each) for chosen message ids. A message given
+// ErrLeaseLost is acked underneath all the same (so it does not come back);
+// one given another error is left leased, as a driver would.
+type ackFaultDriver struct {
+	backend.Driver
+	mu      sync.Mutex
+	whole   int              // Ack calls still to fail as a whole
+	perRef  map[string]error // per-delivery errors still to inject
+	maxRefs int              // the largest Ack call seen
+}
+
+func (f *ackFaultDriver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
+	f.mu.Lock()
+	f.maxRefs = max(f.maxRefs, len(refs))
+	if f.whole > 0 {
+		f.whole--
+		f.mu.Unlock()
+		return nil, errors.New("injected: broker hiccup")
+	}
+	inject := make([]error, len(refs))
+	var pass []backend.Ref
+	var at []int
+	for i, r := range refs {
+		if e, ok := f.perRef[r.ID]; ok {
+			delete(f.perRef, r.ID)
+			inject[i] = e
+		}
+		if inject[i] == nil || errors.Is(inject[i], backend.ErrLeaseLost) {
+			pass = append(pass, r)
+			at = append(at, i)
+		}
+	}
+	f.mu.Unlock()
+	errs := make([]error, len(refs))
+	copy(errs, inject)
+	if len(pass) > 0 {
+		got, err := f.Driver.Ack(ctx, pass)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range at {
+			if inject[i] == nil {
+				errs[i] = got[j]
+			}
+		}
+	}
+	return errs, nil
+}
+
+// testBatchedAckOutcomes checks that each job of a batched ack is reported
+// with its own outcome: a per-delivery lost lease is lease_lost, a
+// per-delivery failure is learnt by acking that delivery alone, and a failure
+// of the whole batch falls back to acking each delivery alone.
+func testBatchedAckOutcomes(t *testing.T, open func(t *testing.T) *fila.Client) {
+	for _, whole := range []bool{false, true} {
+		t.Run(fmt.Sprintf("whole=%v", whole), func(t *testing.T) {
+			// Like testConcurrency, both clients close the driver.
+			fd := &ackFaultDriver{Driver: open(t).Driver(), perRef: map[string]error{}}
+			c := fila.New(fd)
+			t.Cleanup(func() { c.Close() })
+			q := newQueue(t, c)
+			const n = 6
+			msgs := make([]fila.Message, n)
+			for i := range msgs {
+				msgs[i] = fila.Message{Kind: "job"}
+			}
+			ids, err := c.EnqueueBatch(context.Background(), q, msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lost, flaky := ids[0], ids[1]
+			fd.mu.Lock()
+			if whole {
+				fd.whole = 1
+			} else {
+				fd.perRef[lost] = backend.ErrLeaseLost
+				fd.perRef[flaky] = errors.New("injected: flaky")
+			}
+			fd.mu.Unlock()
+			var rec recorder
+			cfg := fastConfig(q, n)
+			rec.hook(&cfg)
+			var running atomic.Int32
+			start(t, c, cfg, func(w *worker.Worker) {
+				w.HandleFunc("job", func(ctx context.Context, d *fila.Delivery) error {
+					// Finish together, so the acks can share a batch.
+					running.Add(1)
+					deadline := time.Now().Add(time.Second)
+					for running.Load() < n && time.Now().Before(deadline) {
+						time.Sleep(time.Millisecond)
+					}
+					return nil
+				})
+			})
+			ends := rec.waitEnds(t, n)
+			for _, ev := range ends {
+				want := worker.OutcomeAck
+				if ev.ID == lost && !whole {
+					want = worker.OutcomeLeaseLost
+				}
+				if ev.Outcome != want {
+					t.Errorf("end of %s = %+v; want %s", ev.ID, ev, want)
+				}
+				if want == worker.OutcomeLeaseLost && !errors.Is(ev.SettleErr, fila.ErrLeaseLost) {
+					t.Errorf("lease lost end of %s has settle error %v; want ErrLeaseLost", ev.ID, ev.SettleErr)
+				}
+			}
+			assertEmpty(t, c, q, 300*time.Millisecond)
+			fd.mu.Lock()
+			t.Logf("largest ack batch: %d of %d", fd.maxRefs, n)
+			fd.mu.Unlock()
+		})
 	}
 }
