@@ -75,13 +75,7 @@ func (s *suite) testCarriedAttempts(t *testing.T) {
 // a ready message is not among them, and a taken message whose lease expires
 // goes back to waiting for its run-at.
 func (s *suite) testReceiveDelayed(t *testing.T) {
-	drv, c := s.rawClient(t)
-	dr, ok := drv.(backend.DelayedReceiver)
-	if !ok {
-		s.need(t, FeatureReceiveDelayed)
-		t.Fatalf("the driver does not implement backend.DelayedReceiver")
-	}
-	s.need(t, FeatureReceiveDelayed)
+	drv, dr, c := s.delayedReceiver(t)
 	q := s.queue(t)
 	ctx := ctxTimeout(t, 30*time.Second)
 	runAt := time.Now().Add(time.Hour).Truncate(time.Millisecond)
@@ -128,6 +122,19 @@ func (s *suite) testReceiveDelayed(t *testing.T) {
 	if err != nil || len(ds) != 1 || ds[0].ID != other {
 		t.Errorf("after its lease expired, ReceiveDelayed = %v, %v; want %s again", ids(ds), err, other)
 	}
+}
+
+// delayedReceiver opens a driver that takes delayed messages early, or skips
+// the test when the harness declares the feature missing.
+func (s *suite) delayedReceiver(t *testing.T) (backend.Driver, backend.DelayedReceiver, *fila.Client) {
+	t.Helper()
+	s.need(t, FeatureReceiveDelayed)
+	drv, c := s.rawClient(t)
+	dr, ok := drv.(backend.DelayedReceiver)
+	if !ok {
+		t.Fatalf("feature %q is not declared missing, but the driver does not implement backend.DelayedReceiver", FeatureReceiveDelayed)
+	}
+	return drv, dr, c
 }
 
 func ids(ds []backend.Delivery) []string {
@@ -195,13 +202,7 @@ func (s *suite) testDeadImport(t *testing.T) {
 // testReleaseKeepsRunAt: a message taken early and then released (or
 // retried sooner than its run-at) waits for its run-at again.
 func (s *suite) testReleaseKeepsRunAt(t *testing.T) {
-	drv, c := s.rawClient(t)
-	dr, ok := drv.(backend.DelayedReceiver)
-	if !ok {
-		s.need(t, FeatureReceiveDelayed)
-		t.Fatalf("the driver does not implement backend.DelayedReceiver")
-	}
-	s.need(t, FeatureReceiveDelayed)
+	drv, dr, c := s.delayedReceiver(t)
 	q := s.queue(t)
 	ctx := ctxTimeout(t, 30*time.Second)
 	const wait = 3 * time.Second
