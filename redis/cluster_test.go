@@ -44,7 +44,7 @@ func TestConformanceCluster(t *testing.T) {
 	prefix := testPrefix(t, nil)
 	t.Cleanup(func() { deleteClusterKeys(t, admin, prefix) })
 	durl := driverURL(t, raw, map[string]string{"fila_prefix": prefix})
-	conformance.Run(t, conformance.Harness{
+	conformance.Run(t, harness(conformance.Harness{
 		Open: func(ctx context.Context) (backend.Driver, error) {
 			u, err := url.Parse(durl)
 			if err != nil {
@@ -52,12 +52,7 @@ func TestConformanceCluster(t *testing.T) {
 			}
 			return redis.Open(ctx, u)
 		},
-		Missing: map[conformance.Feature]string{
-			conformance.FeatureTxEnqueue: "Redis has no transaction a caller can share with the queue",
-		},
-		WakeupBound:     time.Second,
-		RedeliveryBound: 2 * time.Second,
-	})
+	}))
 }
 
 func deleteClusterKeys(t *testing.T, c *goredis.ClusterClient, prefix string) {

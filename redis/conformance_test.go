@@ -18,7 +18,7 @@ import (
 func TestConformance(t *testing.T) {
 	e := newEnv(t)
 	raw := driverURL(t, e.url, map[string]string{"fila_prefix": e.prefix, "pool_size": "8"})
-	conformance.Run(t, conformance.Harness{
+	conformance.Run(t, harness(conformance.Harness{
 		Open: func(ctx context.Context) (backend.Driver, error) {
 			u, err := url.Parse(raw)
 			if err != nil {
@@ -26,12 +26,7 @@ func TestConformance(t *testing.T) {
 			}
 			return redis.Open(ctx, u)
 		},
-		Missing: map[conformance.Feature]string{
-			conformance.FeatureTxEnqueue: "Redis has no transaction a caller can share with the queue (MULTI cannot hold a script's reads)",
-		},
-		WakeupBound:     time.Second,
-		RedeliveryBound: 2 * time.Second,
-	})
+	}))
 }
 
 // TestConformanceFastPath runs the suite with Receive's fast path (MULTI
@@ -41,7 +36,7 @@ func TestConformanceFastPath(t *testing.T) {
 	e := newEnv(t)
 	e.fast = true
 	raw := driverURL(t, e.url, map[string]string{"pool_size": "8"})
-	conformance.Run(t, conformance.Harness{
+	conformance.Run(t, harness(conformance.Harness{
 		Open: func(ctx context.Context) (backend.Driver, error) {
 			opt, err := goredis.ParseURL(raw)
 			if err != nil {
@@ -51,10 +46,15 @@ func TestConformanceFastPath(t *testing.T) {
 			redis.ForceFastPath(&o)
 			return redis.New(goredis.NewClient(opt), o)
 		},
-		Missing: map[conformance.Feature]string{
-			conformance.FeatureTxEnqueue: "Redis has no transaction a caller can share with the queue (MULTI cannot hold a script's reads)",
-		},
-		WakeupBound:     time.Second,
-		RedeliveryBound: 2 * time.Second,
-	})
+	}))
+}
+
+// harness completes h with what every Redis conformance run declares.
+func harness(h conformance.Harness) conformance.Harness {
+	h.Missing = map[conformance.Feature]string{
+		conformance.FeatureTxEnqueue: "Redis has no transaction a caller can share with the queue (MULTI cannot hold a script's reads)",
+	}
+	h.WakeupBound = time.Second
+	h.RedeliveryBound = 2 * time.Second
+	return h
 }
