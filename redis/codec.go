@@ -107,12 +107,13 @@ func appendFields(args []any, m *backend.Message) ([]any, int, error) {
 	return args, len(args) - start, nil
 }
 
-// entryMessage decodes a stream entry's flat field list (as a script
-// returns it) into a message and its last error.
-func entryMessage(v any) (m backend.Message, lastErr string, err error) {
+// entryMessage decodes a stream entry's flat field list (as a script or a
+// raw XREADGROUP returns it) into a message, the number of deliveries before
+// this entry and its last error.
+func entryMessage(v any) (m backend.Message, prior int, lastErr string, err error) {
 	list, ok := v.([]any)
 	if !ok || len(list)%2 != 0 {
-		return m, "", fmt.Errorf("fila/redis: unexpected stream entry %T", v)
+		return m, 0, "", fmt.Errorf("fila/redis: unexpected stream entry %T", v)
 	}
 	var payload string
 	for i := 0; i < len(list); i += 2 {
@@ -124,11 +125,44 @@ func entryMessage(v any) (m backend.Message, lastErr string, err error) {
 			payload = val
 		case fDedup:
 			m.DedupKey = val
+		case fAttempts:
+			prior = int(toInt(val))
 		case fLastError:
 			lastErr = val
 		}
 	}
-	return m, lastErr, decodePayload(payload, &m)
+	return m, prior, lastErr, decodePayload(payload, &m)
+}
+
+// readEntries returns the entries of a one-stream XREADGROUP reply read
+// without go-redis's typed parser (which builds a map per entry): RESP2
+// answers [[stream, entries]], RESP3 {stream: entries}; each entry is [id,
+// [field, value, …]].
+func readEntries(v any) ([]any, error) {
+	var streams []any
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case map[any]any:
+		for _, es := range x {
+			list, _ := es.([]any)
+			return list, nil
+		}
+		return nil, nil
+	case []any:
+		streams = x
+	default:
+		return nil, fmt.Errorf("fila/redis: unexpected XREADGROUP reply %T", v)
+	}
+	if len(streams) == 0 {
+		return nil, nil
+	}
+	s, ok := streams[0].([]any)
+	if !ok || len(s) != 2 {
+		return nil, fmt.Errorf("fila/redis: unexpected XREADGROUP stream reply %T", streams[0])
+	}
+	list, _ := s[1].([]any)
+	return list, nil
 }
 
 // str converts a script reply element to a string.
@@ -147,14 +181,6 @@ func str(v any) string {
 	}
 }
 
-// messageFromValues decodes a stream entry as go-redis returns it, with the
-// attempt of its next delivery (earlier deliveries + 1) and its last error.
-func messageFromValues(v map[string]any) (m backend.Message, attempt int, lastErr string, err error) {
-	m.ID, m.DedupKey, lastErr = str(v[fID]), str(v[fDedup]), str(v[fLastError])
-	attempt = int(toInt(v[fAttempts])) + 1
-	return m, attempt, lastErr, decodePayload(str(v[fPayload]), &m)
-}
-
 // messageFrom decodes a stream entry's fields into a message.
 func messageFrom(f map[string]string) (backend.Message, error) {
 	m := backend.Message{ID: f[fID], DedupKey: f[fDedup]}
@@ -167,6 +193,35 @@ func makeReceipt(sid, token string) string { return sid + "/" + token }
 func parseReceipt(r string) (sid, token string, ok bool) {
 	sid, token, ok = strings.Cut(r, "/")
 	return sid, token, ok && sid != "" && token != "" && !strings.ContainsRune(token, '\n')
+}
+
+// isPseudoID reports whether sid is the pseudo stream id of an early
+// delivery ("d<run-at>-<message id>"; see scripts.go).
+func isPseudoID(sid string) bool { return strings.HasPrefix(sid, "d") }
+
+// sidLess reports whether stream id a ("<ms>-<seq>") sorts before b. An id
+// that does not parse sorts by its text.
+func sidLess(a, b string) bool {
+	am, as, ok1 := parseSID(a)
+	bm, bs, ok2 := parseSID(b)
+	if !ok1 || !ok2 {
+		return a < b
+	}
+	if am != bm {
+		return am < bm
+	}
+	return as < bs
+}
+
+func parseSID(s string) (ms, seq uint64, ok bool) {
+	a, b, found := strings.Cut(s, "-")
+	if !found {
+		return 0, 0, false
+	}
+	var err1, err2 error
+	ms, err1 = strconv.ParseUint(a, 10, 64)
+	seq, err2 = strconv.ParseUint(b, 10, 64)
+	return ms, seq, err1 == nil && err2 == nil
 }
 
 // msTime converts Unix milliseconds to a time.

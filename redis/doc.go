@@ -12,20 +12,22 @@
 //	drv, err := redis.New(rdb, redis.Options{Prefix: "jobs"})
 //	c := fila.New(drv)
 //
-// It needs Redis 7.0 or later (XAUTOCLAIM reporting deleted entries,
-// exclusive XRANGE ranges).
+// It needs Redis 7.0 or later (XCLAIM dropping deleted entries from the
+// pending list, exclusive XRANGE ranges).
 //
 // # Keys
 //
 // Every key of a queue carries the hash tag {<prefix>:<queue>}, so all of a
 // queue's keys live in one Redis Cluster slot and each script touches one
 // slot: the stream of ready and leased messages (with its consumer group
-// "fila"), a hash of lease records (stream id → token, attempt, message id,
-// dedup key), a sorted set of lease deadlines, a sorted set of delayed
-// messages by run-at with a hash of their payloads, a hash of dedup keys, the
-// dead-letter stream, a hash of dead-letter counts per kind and a hash from
-// message id to dead-letter entry (so imports are idempotent). The lease hash
-// and the two sorted sets keep one permanent padding member (72 '~'
+// "fila"), a sorted set of lease deadlines (one member per lease, see below),
+// a sorted set of delayed messages by run-at with a hash of their payloads, a
+// hash of dedup keys with an index of the stream entries that hold one, the
+// dead-letter stream, a hash of dead-letter counts per kind, a hash from
+// message id to dead-letter entry (so imports are idempotent), a hash of the
+// early leases of ReceiveDelayed, a set of leases that lost an entry to
+// another consumer, and the sweep's state. The deadline and delayed sorted
+// sets and the early lease hash keep one permanent padding member (72 '~'
 // characters, score +inf), longer than the listpack limits, so Redis keeps
 // them in their hashtable and skiplist encodings: in the compact encoding
 // each batched insert or delete would rescan the whole key. A stream entry
@@ -36,22 +38,38 @@
 //
 // # Delivery semantics
 //
-// Delivery is at least once. Receive runs one script that promotes due
-// delayed messages into the stream, takes over deliveries whose own recorded
-// deadline has passed (XCLAIM of exactly those entries, so a short lease never
-// steals a message leased longer by someone else), then reads new entries with
-// XREADGROUP. For a batch (Max of 10 or more) while no lease is known to have
-// expired, it instead runs a MULTI/EXEC transaction with the XREADGROUP
-// outside any script, which is cheaper for many entries; the transaction
-// records the leases of what it read atomically with the read (see
-// fastrecv.go). Each Receive call draws a fresh lease token; a delivery's
-// receipt is its stream id plus that token, recorded in the lease hash. Ack, Retry, Dead and Extend are scripts that
-// check the token first and return ErrLeaseLost, changing nothing, when it is
-// not current. Ack does XACK + XDEL, so the stream only holds pending work;
-// Retry moves the message to the delayed set (or straight back to the stream
-// for a zero delay); Dead appends it to the dead-letter stream. Attempts are
-// a counter kept with each lease record and carried in the entry across
-// retries; crashed deliveries count.
+// Delivery is at least once. A lease belongs to one Receive call, not to
+// one message: each call draws a token and reads its entries (XREADGROUP) as
+// the consumer "l<token>" of the queue's group, so the group's pending list
+// itself records who holds which entry, and the call adds a single member,
+// the consumer's name scored with its deadline, to the deadline set. A
+// receipt is the stream id plus the token, current while the entry is
+// pending for that consumer. Nothing is written per message on receive, and
+// a consumer is deleted with its deadline as soon as it holds nothing.
+//
+// Receive runs one script that promotes due delayed messages into the stream,
+// takes over the entries of leases whose deadline has passed (XPENDING of
+// that consumer, then XCLAIM of exactly those entries, so a short lease never
+// steals a message leased longer by someone else), then reads new entries.
+// For a batch (Max of 10 or more) while no lease is known to have expired,
+// it instead runs a MULTI/EXEC transaction with a native XREADGROUP followed
+// by a script that records the deadline, which is cheaper for many entries
+// (see fastrecv.go). Extend gives one delivery a consumer and deadline of its
+// own ("l<token>:<stream id>", XCLAIM … JUSTID), so the rest of its batch
+// keeps the old deadline. Ack, Retry, Dead and Extend are scripts that check
+// the receipt first and return ErrLeaseLost, changing nothing, when it is not
+// current. Ack checks a batch from one Receive with one XACK whose count
+// must match, while its lease has never lost an entry to another consumer,
+// and otherwise against the pending list; it does XACK + XDEL, so the stream
+// only holds pending work. Retry moves the message to the delayed set (or
+// straight back to the stream for a zero delay); Dead appends it to the
+// dead-letter stream. A delivery's attempt is the entry's count of earlier
+// deliveries (carried across retries) plus the pending entry's delivery
+// count, so crashed deliveries count.
+//
+// XAUTOCLAIM is not used for takeover: it selects entries by idle time, one
+// idle time for the whole group, so honouring a deadline per delivery would
+// need a record per message, which is what the per-call lease avoids.
 //
 // A Receive that finds nothing waits with XREAD BLOCK on the stream from the
 // group's last-delivered id (a read without side effects, so a cancelled
@@ -67,7 +85,8 @@
 //
 // A batch enqueue is one script call, so it is stored whole. Dedup keys are
 // held in a hash (HSETNX semantics inside the enqueue script) and freed by
-// the Ack and Dead scripts.
+// the Ack and Dead scripts, or when the entry holding one turns out to have
+// been deleted behind the driver's back.
 //
 // # Moving queues
 //
@@ -99,29 +118,31 @@
 //
 // Every operation is one round trip (a script call, or for a batch Receive
 // one transaction). Measured on a shared 2-core machine against a local
-// Redis 7.0, an EnqueueBatch of 100 reaches about 0.6 of raw pipelined
-// XADD, a single Enqueue about 0.6 of a single XADD, a single Receive+Ack
-// about 0.65 of XREADGROUP+XACK, and a Receive of 100 with AckBatch about
-// 0.39 of XREADGROUP COUNT 100 + XACK (0.35 when the XREADGROUP ran inside
-// the receive script). Server-side, per 100 messages: the receive
-// transaction ~0.3 ms, of which the native XREADGROUP ~0.08 ms and the
-// script recording the leases ~0.1 ms (XPENDING, HSET, ZADD and their Lua
-// conversions); the ack script ~0.2 ms, of which XDEL ~0.06 ms (see
-// bench_test.go).
+// Redis 7.0, as ratios to raw go-redis in the same run (bench_test.go): an
+// EnqueueBatch of 100 reaches about 0.57 of pipelined XADD, a Receive of 100
+// with AckBatch 0.55–0.59 of XREADGROUP COUNT 100 + XACK, and a single
+// Receive+Ack about 0.6–0.65 of XREADGROUP+XACK. Server-side, per 100
+// messages: the receive transaction ~0.11 ms, of which the XREADGROUP ~0.085
+// ms; the ack script ~0.15 ms, of which XDEL ~0.06 ms and XACK ~0.02 ms.
 //
 // # Recovery
 //
 // If the stream or its group vanishes (FLUSHALL, a restart without
 // persistence, a DEL of the keys) the scripts recreate them (XGROUP CREATE …
-// MKSTREAM) instead of failing with NOGROUP. A delivery whose pending entry
-// was lost while its stream entry survived is re-added as a new entry when its
-// lease expires. A throttled sweep (Options.SweepEvery, default 30 s per
-// queue) walks the pending list with XAUTOCLAIM: pending entries with no lease
-// record (read by a foreign XREADGROUP, or whose record was lost) get an
-// expired lease so they are handed out again, and entries deleted from the
-// stream behind the driver's back (the third element of XAUTOCLAIM's reply)
-// have their lease and dedup key cleaned up. The sweep also forgets consumers
-// of closed clients that hold nothing and have been idle for an hour.
+// MKSTREAM, from the stream's start) instead of failing with NOGROUP; entries
+// that were leased when their group vanished are then delivered again at
+// once. A throttled sweep (Options.SweepEvery, default 30 s per queue, and at
+// once when a takeover finds a lease whose pending entries are gone) does two
+// things. It gives consumers that hold entries but have no deadline (a foreign
+// XREADGROUP, or a read whose deadline was never recorded) an expired one
+// after Options.OrphanIdle, so the next takeover hands their entries out, and
+// forgets empty ones idle for an hour. And it walks the stream up to the
+// group's last-delivered id, 100 entries per Receive: an entry there that is
+// not pending lost its pending entry (a group destroyed and recreated from
+// "$", a consumer deleted by hand) and is re-added as a new entry with that
+// delivery counted. An entry deleted from the stream behind the driver's back
+// while leased is dropped from the pending list by the takeover's XCLAIM; its
+// dedup key is freed.
 //
 // # Durability
 //
@@ -143,8 +164,8 @@
 // # Memory and eviction
 //
 // maxmemory-policy must be noeviction: any other policy lets Redis evict a
-// queue's keys under memory pressure, silently losing messages, lease records
-// or dedup keys. The driver reads the policy when it starts and logs a
+// queue's keys under memory pressure, silently losing messages, lease
+// deadlines or dedup keys. The driver reads the policy when it starts and logs a
 // warning otherwise (it cannot read it where CONFIG is disabled). Memory stays
 // bounded by the pending work: acked entries are deleted, never left for
 // blind trimming (a trimmed pending entry would lose its payload), and each
@@ -161,7 +182,7 @@
 //     Delivery.Deadline is that clock's deadline.
 //   - Ordering is FIFO for a single consumer without retries or delays;
 //     retried and promoted messages go to the end of the stream.
-//   - A long lease that is never extended may show in XPENDING as owned by
-//     another consumer after a sweep: the lease record, not the pending list,
-//     decides who holds a message.
+//   - The group's consumer list holds one consumer per Receive call with
+//     unsettled deliveries (and one per extended delivery), so XINFO
+//     CONSUMERS grows with the work in flight, not with the clients.
 package redis

@@ -35,9 +35,8 @@ const maxAckScript = 1000
 type Driver struct {
 	c goredis.UniversalClient
 	o Options
-	// consumer is this instance's consumer name in every group.
-	consumer string
-	// tokBase and tokSeq make each Receive's lease tokens unique.
+	// tokBase and tokSeq make each Receive's lease tokens unique; a token
+	// names the call's lease consumer in the queue's group (see scripts.go).
 	tokBase string
 	tokSeq  atomic.Uint64
 
@@ -45,10 +44,9 @@ type Driver struct {
 	// cannot interrupt; Close waits for them (at most Options.Block).
 	waits sync.WaitGroup
 
-	mu      sync.Mutex
-	touched map[string]bool      // queues this instance received from
-	hint    map[string]time.Time // per queue, when the earliest lease seen expires (see fastOK)
-	closed  bool
+	mu     sync.Mutex
+	hint   map[string]time.Time // per queue, when the earliest lease seen expires (see fastOK)
+	closed bool
 }
 
 // New returns a driver over a go-redis client the caller owns (a *Client,
@@ -68,12 +66,11 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, o Options) (
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	b := make([]byte, 8)
+	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("fila/redis: random consumer name: %w", err)
+		return nil, fmt.Errorf("fila/redis: random token base: %w", err)
 	}
-	id := hex.EncodeToString(b)
-	d := &Driver{c: client, o: o, consumer: "fila-" + id, tokBase: id[:8], touched: map[string]bool{}, hint: map[string]time.Time{}}
+	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}}
 	d.checkPolicy(ctx)
 	return d, nil
 }
@@ -204,12 +201,6 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 	return res, nil
 }
 
-func (d *Driver) touch(queue string) {
-	d.mu.Lock()
-	d.touched[queue] = true
-	d.mu.Unlock()
-}
-
 func (d *Driver) token() string {
 	return d.tokBase + strconv.FormatUint(d.tokSeq.Add(1), 36)
 }
@@ -221,11 +212,6 @@ func (d *Driver) token() string {
 // the next known due time comes, or Options.Block passes, then claims again.
 func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	k := d.keys(queue)
-	d.touch(queue)
-	sweep := int64(0)
-	if d.o.SweepEvery > 0 {
-		sweep = d.o.SweepEvery.Milliseconds()
-	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -239,6 +225,9 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			if len(res.ds) > 0 {
 				return res.ds, nil
 			}
+			if res.again {
+				continue
+			}
 			wait := d.o.Block
 			if res.next >= 0 && res.next < wait {
 				wait = res.next
@@ -248,8 +237,8 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			}
 			continue
 		}
-		v, err := scriptReceive.Run(ctx, d.c, k.list(), group, d.consumer, p.Max, ceilMS(p.Lease), tok,
-			defaultPromote, sweep, d.o.OrphanIdle.Milliseconds()).Slice()
+		v, err := scriptReceive.Run(ctx, d.c, k.list(), group, leaseConsumer(tok), p.Max, ceilMS(p.Lease),
+			defaultPromote, d.sweepMS(), d.o.OrphanIdle.Milliseconds()).Slice()
 		if err != nil {
 			return nil, d.fail(ctx, err)
 		}
@@ -273,6 +262,14 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			return nil, err
 		}
 	}
+}
+
+// sweepMS is the sweep interval for the scripts (0: never).
+func (d *Driver) sweepMS() int64 {
+	if d.o.SweepEvery > 0 {
+		return d.o.SweepEvery.Milliseconds()
+	}
+	return 0
 }
 
 // wait blocks until the stream has an entry after id, wait passes or ctx
@@ -305,7 +302,7 @@ func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, 
 	for i := 0; i+stride-1 < len(list); i += stride {
 		sid := str(list[i])
 		receipt := makeReceipt(sid, tok)
-		m, lastErr, err := entryMessage(list[i+2])
+		m, _, lastErr, err := entryMessage(list[i+2])
 		if err != nil {
 			// A corrupt entry would come back forever: dead-letter it.
 			d.o.Logger.Error("fila/redis: dead-lettering an undecodable stream entry", slog.String("queue", queue), slog.String("stream_id", sid), slog.Any("error", err))
@@ -323,31 +320,58 @@ func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, 
 	return out, nil
 }
 
-// Ack settles refs with one script call per queue, all in one pipeline (one
-// round trip).
+// Ack settles refs with one script call per queue (per maxAckScript refs),
+// all in one pipeline (one round trip). Within a call, the refs are grouped
+// by lease token, each group with its lowest and highest stream id, so the
+// script checks a whole Receive batch with one XPENDING of its consumer.
 func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	errs := make([]error, len(refs))
-	type batch struct {
-		queue string
-		idx   []int
-		args  []any
+	type tokRefs struct {
+		tok  string
+		idx  []int
+		sids []string
 	}
-	var batches []*batch
-	byQueue := map[string]*batch{}
+	var queues []string
+	groups := map[string][]*tokRefs{} // per queue, in order of first appearance
+	byTok := map[[2]string]*tokRefs{}
 	for i, r := range refs {
 		sid, tok, ok := parseReceipt(r.Receipt)
 		if !ok {
 			errs[i] = backend.ErrLeaseLost
 			continue
 		}
-		b := byQueue[r.Queue]
-		if b == nil || len(b.idx) == maxAckScript {
-			b = &batch{queue: r.Queue, args: []any{group}}
-			byQueue[r.Queue] = b
-			batches = append(batches, b)
+		g := byTok[[2]string{r.Queue, tok}]
+		if g == nil {
+			if groups[r.Queue] == nil {
+				queues = append(queues, r.Queue)
+			}
+			g = &tokRefs{tok: tok}
+			byTok[[2]string{r.Queue, tok}] = g
+			groups[r.Queue] = append(groups[r.Queue], g)
 		}
-		b.idx = append(b.idx, i)
-		b.args = append(b.args, sid, tok)
+		g.idx = append(g.idx, i)
+		g.sids = append(g.sids, sid)
+	}
+	type batch struct {
+		queue string
+		idx   []int
+		args  []any
+	}
+	var batches []*batch
+	for _, q := range queues {
+		var b *batch
+		for _, g := range groups[q] {
+			for from := 0; from < len(g.sids); {
+				if b == nil || len(b.idx) == maxAckScript {
+					b = &batch{queue: q, args: []any{group}}
+					batches = append(batches, b)
+				}
+				to := min(len(g.sids), from+maxAckScript-len(b.idx))
+				b.args = appendAckBlock(b.args, g.tok, g.sids[from:to])
+				b.idx = append(b.idx, g.idx[from:to]...)
+				from = to
+			}
+		}
 	}
 	run := func(c goredis.Scripter, b *batch) *goredis.Cmd {
 		return scriptAck.Run(ctx, c, d.keys(b.queue).list(), b.args...)
@@ -374,7 +398,7 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	}
 	for i, b := range batches {
 		v, err := cmds[i].Slice()
-		if err != nil {
+		if err != nil && !errors.Is(err, goredis.Nil) {
 			err = d.fail(ctx, err)
 			if ctx.Err() != nil || len(batches) == 1 {
 				return nil, err
@@ -384,13 +408,36 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 			}
 			continue
 		}
-		for n, j := range b.idx {
-			if n >= len(v) || toInt(v[n]) != 1 {
-				errs[j] = backend.ErrLeaseLost
+		for _, x := range v {
+			if pos := int(toInt(x)); pos >= 1 && pos <= len(b.idx) {
+				errs[b.idx[pos-1]] = backend.ErrLeaseLost
 			}
 		}
 	}
 	return errs, nil
+}
+
+// appendAckBlock appends one lease token's block of the ack script's
+// arguments: token, lowest and highest stream id ("" when all are early
+// deliveries' pseudo ids), count, stream ids.
+func appendAckBlock(args []any, tok string, sids []string) []any {
+	var lo, hi string
+	for _, sid := range sids {
+		if isPseudoID(sid) {
+			continue
+		}
+		if lo == "" || sidLess(sid, lo) {
+			lo = sid
+		}
+		if hi == "" || sidLess(hi, sid) {
+			hi = sid
+		}
+	}
+	args = append(args, tok, lo, hi, len(sids))
+	for _, sid := range sids {
+		args = append(args, sid)
+	}
+	return args
 }
 
 // Retry ends the lease and re-queues the message: straight to the stream for
@@ -427,14 +474,15 @@ func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error
 	return nil
 }
 
-// Extend moves the lease's recorded deadline and re-claims the pending entry
-// for this consumer (resetting its idle time).
+// Extend gives the delivery a deadline of its own: its pending entry moves
+// to a consumer of its own with that deadline (see scripts.go), so the rest
+// of its Receive batch keeps the old one.
 func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duration) (time.Time, error) {
 	sid, tok, ok := parseReceipt(ref.Receipt)
 	if !ok {
 		return time.Time{}, backend.ErrLeaseLost
 	}
-	ms, err := scriptExtend.Run(ctx, d.c, d.keys(ref.Queue).list(), group, d.consumer, sid, tok, ceilMS(lease)).Int64()
+	ms, err := scriptExtend.Run(ctx, d.c, d.keys(ref.Queue).list(), group, sid, tok, ceilMS(lease)).Int64()
 	if err != nil {
 		return time.Time{}, d.fail(ctx, err)
 	}
@@ -444,10 +492,9 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 	return msTime(ms), nil
 }
 
-// Close waits for blocked stream reads to end (at most Options.Block),
-// removes this instance's consumer from the groups it used when it holds no
-// pending entry, and closes the client when the driver owns it. It never
-// acks.
+// Close waits for blocked stream reads to end (at most Options.Block) and
+// closes the client when the driver owns it. It never acks: what this
+// instance holds comes back when its leases expire.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -455,20 +502,8 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.closed = true
-	queues := make([]string, 0, len(d.touched))
-	for q := range d.touched {
-		queues = append(queues, q)
-	}
 	d.mu.Unlock()
 	d.waits.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for _, q := range queues {
-		if err := scriptForget.Run(ctx, d.c, d.keys(q).list(), group, d.consumer).Err(); err != nil {
-			d.o.Logger.Debug("fila/redis: could not remove consumer on close", slog.String("queue", q), slog.Any("error", err))
-			break
-		}
-	}
 	if d.o.CloseClient {
 		return d.c.Close()
 	}

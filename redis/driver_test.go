@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/redis"
 )
 
@@ -169,7 +170,7 @@ func testNOGROUPRecovery(t *testing.T, e *env) {
 
 // A pending entry deleted from the stream behind the driver's back (a blind
 // XTRIM or XDEL) is cleaned up when its lease expires: nothing is delivered,
-// its lease record goes and its dedup key is freed.
+// its lease consumer and deadline go and its dedup key is freed.
 func TestDeletedEntryOnTakeover(t *testing.T) { bothPaths(t, testDeletedEntryOnTakeover) }
 
 func testDeletedEntryOnTakeover(t *testing.T, e *env) {
@@ -185,11 +186,9 @@ func testDeletedEntryOnTakeover(t *testing.T, e *env) {
 		t.Fatalf("XDEL %s = %d, %v", sid, n, err)
 	}
 	receiveNone(t, c, q, 2500*time.Millisecond)
-	if e.raw.HExists(ctx, k[redis.KeyLeases], sid).Val() {
-		t.Errorf("lease record of %s left", sid)
-	}
-	if err := e.raw.ZScore(ctx, k[redis.KeyDeadlines], sid).Err(); err != goredis.Nil {
-		t.Errorf("deadline of %s left (%v)", sid, err)
+	assertNoLeases(t, e, q)
+	if e.raw.HExists(ctx, k[redis.KeyDedupIDs], sid).Val() {
+		t.Errorf("dedup index of %s left", sid)
 	}
 	if p := e.raw.XPending(ctx, k[redis.KeyStream], "fila").Val(); p.Count != 0 {
 		t.Errorf("%d pending entries left", p.Count)
@@ -257,7 +256,7 @@ func TestKeysShareOneClusterSlot(t *testing.T) {
 	}
 	for _, q := range []string{"a", "orders.v2", "Q-1_x"} {
 		ks := redis.QueueKeys("fila", q)
-		if len(ks) != 10 {
+		if len(ks) != 12 {
 			t.Fatalf("%d keys", len(ks))
 		}
 		slot := keySlot(ks[0])
@@ -489,5 +488,121 @@ func testBinaryThroughDelayedSet(t *testing.T, e *env) {
 	check(ds[0], 3, "boom")
 	if err := ds[0].Ack(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Extending one delivery of a batch moves only that delivery's deadline:
+// the rest of the batch is taken over when the batch's lease ends, the
+// extended one stays with its holder, who can still settle it.
+func TestExtendOneOfABatch(t *testing.T) { bothPaths(t, testExtendOneOfABatch) }
+
+func testExtendOneOfABatch(t *testing.T, e *env) {
+	const q = "extend-one"
+	holder := e.client(t, redis.Options{})
+	other := e.client(t, redis.Options{})
+	ctx := testCtx(t)
+	for _, k := range []string{"a", "b", "c"} {
+		enqueue(t, holder, q, fila.Message{Kind: k})
+	}
+	ds := receive(t, holder, q, fila.ReceiveParams{Max: 10, Lease: time.Second})
+	if len(ds) != 3 {
+		t.Fatalf("received %d, want 3", len(ds))
+	}
+	if err := ds[1].Extend(ctx, time.Minute); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	assertLeasedTo(t, e, q, ds[0].Receipt())
+	again := map[string]*fila.Delivery{}
+	for len(again) < 2 {
+		for _, d := range receive(t, other, q, fila.ReceiveParams{Max: 10, Lease: time.Minute}) {
+			again[d.Kind] = d
+		}
+	}
+	if again["a"] == nil || again["c"] == nil || again["a"].Attempt != 2 {
+		t.Fatalf("taken over %v, want a (attempt 2) and c", again)
+	}
+	receiveNone(t, other, q, 300*time.Millisecond)
+	if err := ds[0].Ack(ctx); !errors.Is(err, fila.ErrLeaseLost) {
+		t.Errorf("stale Ack of a taken-over delivery = %v, want ErrLeaseLost", err)
+	}
+	if err := ds[1].Extend(ctx, time.Minute); err != nil {
+		t.Errorf("second Extend: %v", err)
+	}
+	if err := holder.AckBatch(ctx, []*fila.Delivery{ds[1], ds[2]}); err == nil {
+		t.Errorf("AckBatch with one stale delivery succeeded")
+	}
+	if err := ds[1].Ack(ctx); !errors.Is(err, fila.ErrLeaseLost) {
+		t.Errorf("Ack after the batch acked it = %v, want ErrLeaseLost (settled once)", err)
+	}
+	if err := other.AckBatch(ctx, []*fila.Delivery{again["a"], again["c"]}); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeases(t, e, q)
+}
+
+// A batch ack reports exactly the refs whose lease is lost: one settled
+// before, one repeated in the batch, one taken over after its lease ended
+// (its batch then lost an entry to another consumer); the rest are acked
+// once and the queue keeps no lease.
+func TestAckBatchReportsEachLostRef(t *testing.T) { bothPaths(t, testAckBatchReportsEachLostRef) }
+
+func testAckBatchReportsEachLostRef(t *testing.T, e *env) {
+	const q = "ack-lost"
+	d := e.driver(t, redis.Options{})
+	ctx := testCtx(t)
+	ms := make([]backend.Message, 4)
+	for i := range ms {
+		ms[i] = msg(t, "m")
+	}
+	if _, err := d.Enqueue(ctx, q, ms); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := d.Receive(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
+	if err != nil || len(ds) != 4 {
+		t.Fatalf("Receive: %d, %v", len(ds), err)
+	}
+	ack := func(refs ...backend.Ref) []error {
+		t.Helper()
+		errs, err := d.Ack(ctx, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return errs
+	}
+	if errs := ack(ref(q, ds[0])); errs[0] != nil {
+		t.Fatalf("first Ack: %v", errs[0])
+	}
+	errs := ack(ref(q, ds[0]), ref(q, ds[1]), ref(q, ds[1]), ref(q, ds[2]))
+	want := []error{backend.ErrLeaseLost, nil, backend.ErrLeaseLost, nil}
+	for i := range want {
+		if !errors.Is(errs[i], want[i]) && errs[i] != want[i] {
+			t.Errorf("ref %d: %v, want %v", i, errs[i], want[i])
+		}
+	}
+
+	// The last one is taken over after a short lease; its old receipt is
+	// stale, in a batch or alone, and the new holder acks it.
+	if _, err := d.Enqueue(ctx, q, []backend.Message{msg(t, "short")}); err != nil {
+		t.Fatal(err)
+	}
+	short, err := d.Receive(ctx, q, backend.ReceiveParams{Max: 10, Lease: 200 * time.Millisecond})
+	if err != nil || len(short) != 1 {
+		t.Fatalf("Receive: %d, %v", len(short), err)
+	}
+	other := e.driver(t, redis.Options{})
+	again, err := other.Receive(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
+	if err != nil || len(again) != 1 || again[0].ID != short[0].ID || again[0].Attempt != 2 {
+		t.Fatalf("takeover: %v, %v", again, err)
+	}
+	errs = ack(ref(q, short[0]), ref(q, ds[3]))
+	if !errors.Is(errs[0], backend.ErrLeaseLost) || errs[1] != nil {
+		t.Errorf("stale and current ref: %v, want [ErrLeaseLost <nil>]", errs)
+	}
+	if errs := ack(ref(q, again[0])); errs[0] != nil {
+		t.Errorf("new holder's Ack: %v", errs[0])
+	}
+	assertNoLeases(t, e, q)
+	if n, _ := e.raw.XLen(ctx, redis.QueueKeys(e.prefix, q)[redis.KeyStream]).Result(); n != 0 {
+		t.Errorf("%d entries left in the stream", n)
 	}
 }

@@ -15,6 +15,8 @@ const (
 	KeyDeadKinds
 	KeySweep
 	KeyDeadIDs
+	KeyDedupIDs
+	KeyMoved
 )
 
 // ForceFastPath makes a driver built with o use the fast receive path for

@@ -1,11 +1,12 @@
 package redis_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
@@ -29,19 +30,45 @@ func fastEnv(t *testing.T, q string) (*env, *redis.Driver, *fila.Client) {
 	return e, d, c
 }
 
-// leaseRecord returns the lease record of the delivery with receipt r.
-func leaseRecord(t *testing.T, e *env, q, receipt string) string {
+// assertLeasedTo checks that the delivery with receipt r is pending for
+// its Receive call's lease consumer, which has a deadline.
+func assertLeasedTo(t *testing.T, e *env, q, receipt string) {
 	t.Helper()
-	sid, _, _ := strings.Cut(receipt, "/")
-	rec, err := e.raw.HGet(testCtx(t), redis.QueueKeys(e.prefix, q)[redis.KeyLeases], sid).Result()
-	if err != nil {
-		t.Fatalf("lease record of %s: %v", sid, err)
+	ctx := testCtx(t)
+	sid, tok, _ := strings.Cut(receipt, "/")
+	k := redis.QueueKeys(e.prefix, q)
+	p, err := e.raw.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: k[redis.KeyStream], Group: "fila", Start: sid, End: sid, Count: 1}).Result()
+	if err != nil || len(p) != 1 {
+		t.Fatalf("pending entry of %s: %v, %v", sid, p, err)
 	}
-	return rec
+	if p[0].Consumer != "l"+tok {
+		t.Errorf("%s is pending for %q, want the lease consumer %q", sid, p[0].Consumer, "l"+tok)
+	}
+	if err := e.raw.ZScore(ctx, k[redis.KeyDeadlines], "l"+tok).Err(); err != nil {
+		t.Errorf("deadline of lease consumer l%s: %v", tok, err)
+	}
 }
 
-// The fast path records full leases when the queue holds dedup keys, so
-// Ack frees them.
+// assertNoLeases checks that a queue whose deliveries were all settled keeps
+// no lease consumer and no deadline.
+func assertNoLeases(t *testing.T, e *env, q string) {
+	t.Helper()
+	ctx := testCtx(t)
+	k := redis.QueueKeys(e.prefix, q)
+	cs, err := e.raw.XInfoConsumers(ctx, k[redis.KeyStream], "fila").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 0 {
+		t.Errorf("%d consumers left in the group: %+v", len(cs), cs)
+	}
+	if n, _ := e.raw.ZCount(ctx, k[redis.KeyDeadlines], "-inf", "(+inf").Result(); n != 0 {
+		t.Errorf("%d deadlines left", n)
+	}
+}
+
+// The fast path's deliveries free their dedup keys when acked, and a settled
+// batch leaves no lease behind.
 func TestFastPathFreesDedupKeys(t *testing.T) {
 	const q = "fast-dedup"
 	e, _, c := fastEnv(t, q)
@@ -67,11 +94,16 @@ func TestFastPathFreesDedupKeys(t *testing.T) {
 	if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "x", DedupKey: "d1"}); err != nil {
 		t.Errorf("enqueue with a freed dedup key: %v", err)
 	}
+	if n, _ := e.raw.HLen(ctx, redis.QueueKeys(e.prefix, q)[redis.KeyDedupIDs]).Result(); n != 1 {
+		t.Errorf("dedup index holds %d entries, want 1 (the new message)", n)
+	}
+	assertNoLeases(t, e, q)
 }
 
-// Lazy lease records (the token alone) carry the right attempts through
-// Retry, Dead and the takeover of an expired lease.
-func TestFastPathLazyRecords(t *testing.T) {
+// Deliveries of the fast path are leased by their call's consumer and carry
+// the right attempts (carried ones plus the pending entry's delivery count)
+// through Retry, Dead and the takeover of an expired lease.
+func TestFastPathAttempts(t *testing.T) {
 	const q = "fast-lazy"
 	e, d, c := fastEnv(t, q)
 	ctx := testCtx(t)
@@ -94,10 +126,7 @@ func TestFastPathLazyRecords(t *testing.T) {
 		if x.Attempt != 3 {
 			t.Errorf("%s: attempt %d, want 3", x.Kind, x.Attempt)
 		}
-		_, tok, _ := strings.Cut(x.Receipt(), "/")
-		if rec := leaseRecord(t, e, q, x.Receipt()); rec != tok {
-			t.Fatalf("lease record %q, want the lazy record %q (did the fast path run?)", rec, tok)
-		}
+		assertLeasedTo(t, e, q, x.Receipt())
 	}
 	if err := by["retry"].Retry(ctx, 0, "again"); err != nil {
 		t.Fatal(err)
@@ -128,31 +157,6 @@ func TestFastPathLazyRecords(t *testing.T) {
 	}
 	if err := by["expire"].Ack(ctx); !errors.Is(err, fila.ErrLeaseLost) {
 		t.Errorf("stale Ack after the takeover: %v, want ErrLeaseLost", err)
-	}
-}
-
-// When the group is lost and recreated from the start, a re-read entry
-// that is still leased is not handed out again: its holder keeps it.
-func TestFastPathSkipsLeasedEntriesReRead(t *testing.T) {
-	const q = "fast-reread"
-	e, _, c := fastEnv(t, q)
-	ctx := testCtx(t)
-	id := enqueue(t, c, q, fila.Message{Kind: "held"})
-	held := receive(t, c, q, fila.ReceiveParams{Max: 10, Lease: time.Minute})
-	if len(held) != 1 || held[0].ID != id {
-		t.Fatalf("received %v", ids(held))
-	}
-	stream := redis.QueueKeys(e.prefix, q)[redis.KeyStream]
-	if err := e.raw.XGroupDestroy(ctx, stream, "fila").Err(); err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if ds, err := c.Receive(rctx, q, fila.ReceiveParams{Max: 10, Lease: time.Minute}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Receive after the group was recreated = %v, %v; want nothing (the entry is leased)", ids(ds), err)
-	}
-	if err := held[0].Ack(ctx); err != nil {
-		t.Errorf("the holder's Ack: %v", err)
 	}
 }
 

@@ -5,20 +5,22 @@ package redis
 // of the driver touches a single slot.
 type keys struct {
 	stream   string // the ready and leased messages (a stream with one consumer group)
-	leases   string // hash: stream id -> "token\nattempt\nmessage id\ndedup key" (or just "token") per current delivery
-	deadline string // sorted set: stream id -> lease deadline (Unix ms)
+	leases   string // hash: early lease pseudo stream id -> "token\nattempt\nmessage id\ndedup key"
+	deadline string // sorted set: lease consumer name (or early lease pseudo stream id) -> lease deadline (Unix ms)
 	delayed  string // sorted set: message id -> run-at (Unix ms)
 	payloads string // hash: message id -> msgpack of the stream fields of a delayed message
 	dedup    string // hash: dedup key -> id of the pending message that holds it
 	dead     string // stream of dead letters
 	deadKind string // hash: kind -> number of dead letters of that kind
-	sweep    string // hash: state of the orphan sweep ("c" cursor, "t" next run, Unix ms) and "r", the fast receive's mark
+	sweep    string // hash: state of the sweep ("c" stream cursor, "t" next run, Unix ms)
 	deadIDs  string // hash: message id -> stream id of its dead letter (for idempotent imports)
+	dedupIDs string // hash: stream id -> "message id\ndedup key" for each entry holding a dedup key
+	moved    string // set: lease consumers that lost an entry to another consumer (see the ack script)
 }
 
-// list returns the keys in the order the scripts expect them (KEYS[1..10]).
+// list returns the keys in the order the scripts expect them (KEYS[1..12]).
 func (k keys) list() []string {
-	return []string{k.stream, k.leases, k.deadline, k.delayed, k.payloads, k.dedup, k.dead, k.deadKind, k.sweep, k.deadIDs}
+	return []string{k.stream, k.leases, k.deadline, k.delayed, k.payloads, k.dedup, k.dead, k.deadKind, k.sweep, k.deadIDs, k.dedupIDs, k.moved}
 }
 
 func queueKeys(prefix, queue string) keys {
@@ -34,5 +36,7 @@ func queueKeys(prefix, queue string) keys {
 		deadKind: tag + ":deadkinds",
 		sweep:    tag + ":sweep",
 		deadIDs:  tag + ":deadids",
+		dedupIDs: tag + ":dedupsids",
+		moved:    tag + ":moved",
 	}
 }

@@ -42,13 +42,14 @@ type Options struct {
 	// clients created meanwhile (its own known due times wake it earlier).
 	// It bounds the redelivery latency. Default 1s.
 	Block time.Duration
-	// SweepEvery is how often (per queue, across all clients) a Receive scans
-	// part of the pending list with XAUTOCLAIM for entries without a lease
-	// record or deleted from the stream. Negative disables the sweep. Default
-	// 30s.
+	// SweepEvery is how often (per queue, across all clients) a Receive
+	// starts a sweep: consumers holding entries without a lease deadline
+	// become takeover candidates, and the stream is checked for entries that
+	// lost their pending entry (see the package doc). Negative disables the
+	// sweep. Default 30s.
 	SweepEvery time.Duration
-	// OrphanIdle is how long a pending entry must be idle before the sweep
-	// treats it as an orphan candidate. Default 5m.
+	// OrphanIdle is how long a consumer holding entries without a deadline
+	// must be idle before the sweep hands its entries out. Default 5m.
 	OrphanIdle time.Duration
 	// Logger receives the driver's warnings. Default slog.Default().
 	Logger *slog.Logger
@@ -57,8 +58,9 @@ type Options struct {
 	CloseClient bool
 
 	// fastMin is the smallest Max for which Receive may use the fast path
-	// (see fastrecv.go): for one message, its three scripts cost more than
-	// the receive script. 0 means defaultFastMin; tests set 1.
+	// (see fastrecv.go): for one message it gains nothing over the receive
+	// script, which also takes over expired leases. 0 means defaultFastMin;
+	// tests set 1.
 	fastMin int
 }
 

@@ -2,7 +2,7 @@ package redis
 
 import goredis "github.com/redis/go-redis/v9"
 
-// Every script gets the ten keys of one queue (keys.list) and runs on the
+// Every script gets the twelve keys of one queue (keys.list) and runs on the
 // broker's clock. Stream entries carry the message as fields:
 //
 //	i message id   p payload (kind, enqueued-at, max attempts, headers, body;
@@ -10,22 +10,37 @@ import goredis "github.com/redis/go-redis/v9"
 //	u dedup key (optional)   n deliveries before this entry (optional)
 //	e last error (optional)
 //
-// A delivery's lease record (hash "leases", field = stream id) is
-// "token\nattempt\nmessage id\ndedup key", or for an entry read by the
-// fast receive path of a queue without dedup keys just "token" (the attempt
-// is then the entry's n + 1, the message id its i); its deadline is the
-// score of the stream id in the "deadlines" sorted set. The consumer group's pending list
-// mirrors the records; the records are the truth.
+// Leases are per Receive call, not per message. Each call draws a token and
+// reads (XREADGROUP) or takes over (XCLAIM) its entries as the consumer
+// "l<token>", so the group's pending list itself records who holds what, and
+// one member of the "deadlines" sorted set (the consumer's name, scored with
+// its deadline) records until when. A receipt is "<stream id>/<token>"; it is
+// current while the entry is pending for that consumer. Extend moves one
+// delivery to its own consumer "l<token>:<stream id>" with its own deadline,
+// so extending one message of a batch leaves the others' deadlines alone. A
+// consumer is deleted, with its deadline, as soon as it holds nothing. The
+// attempt of a delivery is the entry's n plus the pending entry's delivery
+// count.
 //
 // A delayed message taken early by ReceiveDelayed has no stream entry: its
-// fields stay in the "payloads" hash and its lease is recorded under the
-// pseudo stream id "d<run-at ms>-<message id>" (real stream ids start with a
-// digit). When such a lease expires, the message goes back to the delayed
-// set at that run-at (or to the stream when the run-at has passed).
+// fields stay in the "payloads" hash and its lease is recorded in the
+// "leases" hash under the pseudo stream id "d<run-at ms>-<message id>" (real
+// stream ids start with a digit) as "token\nattempt\nmessage id\ndedup key",
+// with the pseudo id as its member of the deadlines set. When such a lease
+// expires, the message goes back to the delayed set at that run-at (or to the
+// stream when the run-at has passed).
+//
+// A lease consumer that lost an entry to another consumer (a takeover, or
+// Extend moving one delivery out) is kept in the "moved" set until it is
+// deleted; the Ack script checks the others' batches by count alone.
+//
+// The "dedupsids" hash maps the stream id of each entry that holds a dedup
+// key to "message id\ndedup key", so a key is freed even when its entry was
+// deleted behind the driver's back.
 
 // luaPrelude holds helpers shared by every script.
 const luaPrelude = `
-local KS, KL, KX, KD, KP, KK, KDEAD, KDK, KW, KDI = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local KS, KL, KX, KD, KP, KK, KDEAD, KDK, KW, KDI, KU, KT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 
 -- PAD is a permanent member of the leases hash and of the deadline and
 -- delayed sorted sets (score +inf). Being longer than the listpack limits (64
@@ -39,17 +54,8 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- complete fills in the attempt, message id and dedup key of a lazy record
--- from the entry's fields f.
-local function complete(att, mid, dedup, f)
-  if att then return att, mid, dedup end
-  local n = 0
-  mid, dedup = '', ''
-  for i = 1, #f, 2 do
-    local k = f[i]
-    if k == 'i' then mid = f[i + 1] elseif k == 'u' then dedup = f[i + 1] elseif k == 'n' then n = tonumber(f[i + 1]) end
-  end
-  return n + 1, mid, dedup
+local function is_err(r)
+  return type(r) == 'table' and r.err ~= nil
 end
 
 local function tomap(a)
@@ -58,16 +64,21 @@ local function tomap(a)
   return m
 end
 
+-- fget returns field k of the flat field list f, or nil.
+local function fget(f, k)
+  for i = 1, #f, 2 do
+    if f[i] == k then return f[i + 1] end
+  end
+  return nil
+end
+
 local function rec_make(token, attempt, mid, dedup)
   return token .. '\n' .. attempt .. '\n' .. mid .. '\n' .. dedup
 end
 
--- rec_parse splits a lease record. A lazy record (just the token, written
--- by the fast receive path) returns nil attempt and message id: the attempt
--- is then the entry's 'n' + 1 and the id its 'i' (see complete).
+-- rec_parse splits an early lease record.
 local function rec_parse(r)
   local a = string.find(r, '\n', 1, true)
-  if not a then return r, nil, nil, '' end
   local b = string.find(r, '\n', a + 1, true)
   local c = string.find(r, '\n', b + 1, true)
   return string.sub(r, 1, a - 1), tonumber(string.sub(r, a + 1, b - 1)), string.sub(r, b + 1, c - 1), string.sub(r, c + 1)
@@ -81,22 +92,79 @@ local function ensure(g)
   end
 end
 
-local function is_err(r)
-  return type(r) == 'table' and r.err ~= nil
+-- ensure_group also recreates a group lost while its stream survived; from
+-- the stream's start, so no entry is stranded.
+local function ensure_group(g)
+  local r = redis.pcall('XGROUP', 'CREATE', KS, g, '0', 'MKSTREAM')
+  if is_err(r) and not string.find(r.err, 'BUSYGROUP', 1, true) then
+    return redis.error_reply(r.err)
+  end
+end
+
+-- last_delivered returns the group's last-delivered id, or nil.
+local function last_delivered(g)
+  if redis.call('EXISTS', KS) == 0 then return nil end
+  local gs = redis.pcall('XINFO', 'GROUPS', KS)
+  if is_err(gs) then return nil end
+  for _, gi in ipairs(gs) do
+    local m = tomap(gi)
+    if m['name'] == g then return m['last-delivered-id'] end
+  end
+  return nil
 end
 
 local function free_dedup(dedup, mid)
-  if dedup ~= '' and redis.call('HGET', KK, dedup) == mid then
+  if dedup and dedup ~= '' and redis.call('HGET', KK, dedup) == mid then
     redis.call('HDEL', KK, dedup)
   end
 end
 
--- drop ends a delivery: the stream entry, its pending entry and its lease.
-local function drop(g, sid)
-  redis.pcall('XACK', KS, g, sid)
-  redis.call('XDEL', KS, sid)
-  redis.call('HDEL', KL, sid)
-  redis.call('ZREM', KX, sid)
+-- xadd appends an entry with fields f to the stream, indexing its dedup key
+-- by stream id.
+local function xadd(f)
+  local sid = redis.call('XADD', KS, '*', unpack(f))
+  local dedup = fget(f, 'u')
+  if dedup and dedup ~= '' then
+    redis.call('HSET', KU, sid, (fget(f, 'i') or '') .. '\n' .. dedup)
+  end
+  return sid
+end
+
+-- unindex forgets the dedup index of stream entry sid, freeing its dedup key
+-- when free is set (the message is done) and keeping it otherwise (the
+-- message lives on in a new entry).
+local function unindex(sid, free)
+  local r = redis.call('HGET', KU, sid)
+  if not r then return end
+  redis.call('HDEL', KU, sid)
+  if free then
+    local nl = string.find(r, '\n', 1, true)
+    free_dedup(string.sub(r, nl + 1), string.sub(r, 1, nl - 1))
+  end
+end
+
+-- release deletes lease consumer c, with its deadline and its mark in the
+-- moved set, when it holds nothing.
+local function release(g, c)
+  local p = redis.pcall('XPENDING', KS, g, '-', '+', 1, c)
+  if is_err(p) or #p == 0 then
+    redis.pcall('XGROUP', 'DELCONSUMER', KS, g, c)
+    redis.call('ZREM', KX, c)
+    redis.call('SREM', KT, c)
+  end
+end
+
+-- pel_of returns the consumer holding stream entry sid and its delivery
+-- count, or nil when the entry is not pending.
+local function pel_of(g, sid)
+  local p = redis.pcall('XPENDING', KS, g, sid, sid, 1)
+  if is_err(p) or #p == 0 then return nil end
+  return p[1][2], tonumber(p[1][4])
+end
+
+-- owns reports whether consumer o is token tok's lease on entry sid.
+local function owns(o, tok, sid)
+  return o == 'l' .. tok or o == 'l' .. tok .. ':' .. sid
 end
 
 -- requeue returns the fields of entry f for a new entry, recording attempts
@@ -113,23 +181,6 @@ local function requeue(f, attempts, reason)
   out[#out + 1] = 'n'; out[#out + 1] = attempts
   if last ~= '' then out[#out + 1] = 'e'; out[#out + 1] = last end
   return out
-end
-
--- lease_of returns the token, attempt, message id and dedup key of the
--- delivery sid when token is its current lease, else nil.
-local function lease_of(sid, token)
-  local r = redis.call('HGET', KL, sid)
-  if not r then return nil end
-  local t, att, mid, dedup = rec_parse(r)
-  if t ~= token then return nil end
-  return t, att, mid, dedup
-end
-
--- lost_entry cleans up a lease whose stream entry vanished (trimmed or
--- deleted behind the driver's back).
-local function lost_entry(g, sid, mid, dedup)
-  drop(g, sid)
-  if mid then free_dedup(dedup, mid) end
 end
 
 -- pkind returns the kind stored at the start of a payload.
@@ -184,6 +235,16 @@ local function early_fields(mid)
   return cmsgpack.unpack(pk)
 end
 
+-- early_lease returns the attempt, message id and dedup key of the early
+-- lease sid when token holds it, else nil.
+local function early_lease(sid, token)
+  local r = redis.call('HGET', KL, sid)
+  if not r then return nil end
+  local t, att, mid, dedup = rec_parse(r)
+  if t ~= token then return nil end
+  return att, mid, dedup
+end
+
 -- unearly ends the early lease sid (expired): its message waits again for
 -- its run-at, or goes to the stream when the run-at has passed, keeping the
 -- deliveries it had.
@@ -202,7 +263,7 @@ local function unearly(g, sid, now)
   local runat = early_runat(sid)
   if runat <= now then
     ensure(g)
-    redis.call('XADD', KS, '*', unpack(nf))
+    xadd(nf)
     redis.call('HDEL', KP, mid)
   else
     redis.call('HSET', KP, mid, cmsgpack.pack(nf))
@@ -219,85 +280,165 @@ local function unearly_expired(g, now, scan)
 end
 
 -- promote moves up to plimit delayed messages whose run-at has come to the
--- stream.
+-- stream. Returns how many moved.
 local function promote(g, now, plimit)
   local due = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'LIMIT', 0, plimit)
   if #due > 0 then
     ensure(g)
     for _, mid in ipairs(due) do
       local pk = redis.call('HGET', KP, mid)
-      if pk then redis.call('XADD', KS, '*', unpack(cmsgpack.unpack(pk))) end
+      if pk then xadd(cmsgpack.unpack(pk)) end
       redis.call('ZREM', KD, mid)
       redis.call('HDEL', KP, mid)
     end
   end
+  return #due
 end
 
--- sweep is the throttled sweep of the pending list with XAUTOCLAIM: pending
--- entries without a lease record (delivered by something else, or whose
--- records were lost) get an expired lease so the next takeover hands them
--- out; entries deleted from the stream behind the driver's back lose their
--- lease and dedup key.
-local function sweep(g, c, now, sweepEvery, orphanIdle)
-  if sweepEvery > 0 and redis.call('EXISTS', KS) == 1 and now >= tonumber(redis.call('HGET', KW, 't') or '0') then
-    local cur = redis.call('HGET', KW, 'c') or '0-0'
-    local r = redis.pcall('XAUTOCLAIM', KS, g, c, orphanIdle, cur, 'COUNT', 100)
-    if not is_err(r) then
-      for _, e in ipairs(r[2]) do
-        if e[2] and redis.call('HEXISTS', KL, e[1]) == 0 then
-          local m = tomap(e[2])
-          redis.call('HSET', KL, e[1], rec_make('-', (tonumber(m['n']) or 0) + 1, m['i'] or '', m['u'] or ''))
-          redis.call('ZADD', KX, 'inf', PAD, 0, e[1])
-        elseif not e[2] then
-          local rr = redis.call('HGET', KL, e[1])
-          if rr then
-            local _, _, mid, dedup = rec_parse(rr)
-            lost_entry(g, e[1], mid, dedup)
-          else
-            redis.pcall('XACK', KS, g, e[1])
-          end
-        end
-      end
-      for _, sid in ipairs(r[3] or {}) do
-        local rr = redis.call('HGET', KL, sid)
-        if rr then
-          local _, _, mid, dedup = rec_parse(rr)
-          lost_entry(g, sid, mid, dedup)
-        end
-      end
-      redis.call('HSET', KW, 'c', r[1], 't', now + sweepEvery)
-      -- forget consumers that hold nothing and were idle for an hour
-      local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
-      if not is_err(cs) then
-        for _, ci in ipairs(cs) do
-          local m = tomap(ci)
-          if m['name'] ~= c and tonumber(m['pending']) == 0 and tonumber(m['idle']) > 3600000 then
+-- sweep is the throttled sweep (at most every sweepEvery ms per queue, and at
+-- once after a takeover found a lease whose pending entries were lost). A
+-- pass starts by giving consumers that hold entries but no deadline (a
+-- foreign XREADGROUP, or a lease whose deadline was never recorded) an
+-- expired deadline once they were idle orphanIdle ms, so the next takeover
+-- hands their entries out, and by forgetting empty ones idle for an hour.
+-- Then it walks the stream up to the group's last-delivered id, 100 entries a
+-- step: an entry there that is not pending lost its pending entry (a group
+-- destroyed and recreated, a consumer deleted by hand) and is re-added as a
+-- new entry, its lost delivery counted. A pass with more steps runs one per
+-- Receive until it is done.
+local function sweep(g, now, sweepEvery, orphanIdle)
+  if sweepEvery <= 0 or now < tonumber(redis.call('HGET', KW, 't') or '0') then return end
+  local last = last_delivered(g)
+  if not last then return end
+  local cur = redis.call('HGET', KW, 'c') or '0-0'
+  if cur == '0-0' then
+    local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
+    if not is_err(cs) then
+      for _, ci in ipairs(cs) do
+        local m = tomap(ci)
+        if not redis.call('ZSCORE', KX, m['name']) then
+          if tonumber(m['pending']) > 0 then
+            if tonumber(m['idle']) >= orphanIdle then redis.call('ZADD', KX, 0, m['name']) end
+          elseif tonumber(m['idle']) > 3600000 then
             redis.call('XGROUP', 'DELCONSUMER', KS, g, m['name'])
           end
         end
       end
     end
   end
+  local es = redis.call('XRANGE', KS, '(' .. cur, last, 'COUNT', 100)
+  if #es > 0 then
+    local pend = {}
+    for _, p in ipairs(redis.call('XPENDING', KS, g, es[1][1], es[#es][1], #es)) do pend[p[1]] = true end
+    for _, e in ipairs(es) do
+      if not pend[e[1]] then
+        local n = tonumber(fget(e[2], 'n') or '0')
+        xadd(requeue(e[2], n + 1, ''))
+        redis.call('XDEL', KS, e[1])
+        unindex(e[1], false)
+      end
+    end
+  end
+  if #es < 100 then
+    redis.call('HSET', KW, 'c', '0-0', 't', now + sweepEvery)
+  else
+    redis.call('HSET', KW, 'c', es[#es][1], 't', now)
+  end
 end
 
--- take ends the delivery sid (whose lease was checked) and returns its
--- message's fields, or nil when the message is gone (its lease and dedup key
--- are then cleaned up). An early delivery's fields stay in the payloads hash.
-local function take(g, sid, mid, dedup)
+-- takeover hands consumer c up to want entries of leases whose deadline has
+-- passed, calling give(stream id, fields, attempt) for each; expired early
+-- leases are put back instead. Returns how many it gave.
+local function takeover(g, c, now, want, give)
+  local got = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, want)) do
+    if got >= want then break end
+    if is_early(m) then
+      unearly(g, m, now)
+    else
+      local p = redis.pcall('XPENDING', KS, g, '-', '+', want - got, m)
+      if is_err(p) or #p == 0 then
+        -- A lease is deleted when it holds nothing, so its pending entries
+        -- were lost (group recreated, consumer deleted): sweep now.
+        redis.pcall('XGROUP', 'DELCONSUMER', KS, g, m)
+        redis.call('ZREM', KX, m)
+        redis.call('HSET', KW, 't', 0)
+      else
+        local ids, cnt = {}, {}
+        for i, e in ipairs(p) do ids[i] = e[1]; cnt[e[1]] = tonumber(e[4]) end
+        local seen = {}
+        for _, e in ipairs(redis.call('XCLAIM', KS, g, c, 0, unpack(ids))) do
+          if type(e) == 'table' and e[2] then
+            seen[e[1]] = true
+            give(e[1], e[2], tonumber(fget(e[2], 'n') or '0') + cnt[e[1]] + 1)
+            got = got + 1
+          end
+        end
+        redis.call('SADD', KT, m)
+        -- entries deleted behind the driver's back: XCLAIM dropped them
+        -- from the pending list; free their dedup keys
+        for _, sid in ipairs(ids) do
+          if not seen[sid] then
+            redis.pcall('XACK', KS, g, sid)
+            unindex(sid, true)
+          end
+        end
+        release(g, m)
+      end
+    end
+  end
+  return got
+end
+
+-- take checks that token tok holds the delivery sid and ends it. It returns
+-- the message's fields, attempt, id and dedup key, or nil when the lease is
+-- lost. The stream entry is deleted and its dedup index dropped (the key
+-- itself stays held: the caller frees it or requeues the message). An early
+-- delivery's fields are removed from the payloads hash.
+local function take(g, sid, tok)
   if is_early(sid) then
+    local att, mid, dedup = early_lease(sid, tok)
+    if not att then return nil end
     redis.call('HDEL', KL, sid)
     redis.call('ZREM', KX, sid)
     local f = early_fields(mid)
-    if not f then free_dedup(dedup, mid) end
-    return f
+    if not f then
+      free_dedup(dedup, mid)
+      return nil
+    end
+    redis.call('HDEL', KP, mid)
+    return f, att, mid, dedup
   end
+  local o, cnt = pel_of(g, sid)
+  if not o or not owns(o, tok, sid) then return nil end
   local e = redis.call('XRANGE', KS, sid, sid)
+  redis.pcall('XACK', KS, g, sid)
+  release(g, o)
   if #e == 0 then
-    lost_entry(g, sid, mid, dedup)
+    unindex(sid, true)
     return nil
   end
-  drop(g, sid)
-  return e[1][2]
+  redis.call('XDEL', KS, sid)
+  unindex(sid, false)
+  local f = e[1][2]
+  return f, tonumber(fget(f, 'n') or '0') + cnt, fget(f, 'i') or '', fget(f, 'u') or ''
+end
+
+-- earliest returns the earliest lease deadline, or -1.
+local function earliest()
+  local b = redis.call('ZRANGE', KX, 0, 0, 'WITHSCORES')
+  if #b > 0 and b[1] ~= PAD then return tonumber(b[2]) end
+  return -1
+end
+
+-- next_due returns the earliest run-at or lease deadline, or -1.
+local function next_due()
+  local nd = -1
+  local a = redis.call('ZRANGE', KD, 0, 0, 'WITHSCORES')
+  if #a > 0 and a[1] ~= PAD then nd = tonumber(a[2]) end
+  local x = earliest()
+  if x >= 0 and (nd < 0 or x < nd) then nd = x end
+  return nd
 end
 `
 
@@ -327,7 +468,8 @@ for m = 1, n do
     local due = runat
     if due < 0 then due = now + delay end
     if due <= now then
-      redis.call('XADD', KS, '*', unpack(ARGV, first, last))
+      local sid = redis.call('XADD', KS, '*', unpack(ARGV, first, last))
+      if dedup ~= '' then redis.call('HSET', KU, sid, mid .. '\n' .. dedup) end
     else
       local f = {}
       for j = first, last do f[#f + 1] = ARGV[j] end
@@ -339,173 +481,149 @@ end
 return out
 `
 
-// ARGV: group, consumer, max, lease (ms), token base, promotion limit, sweep
-// interval (ms, 0 = never), orphan idle (ms). Returns {now, deadline, wake
-// id, next due (ms or -1), then per delivery: stream id, attempt, fields}.
-// Every delivery of the call gets the lease token ARGV[5] (a stream id is
-// delivered once per call, so stream id + token names one delivery). wake id
-// and next due are only set when nothing was delivered.
+// ARGV: group, consumer, max, lease (ms), promotion limit, sweep interval
+// (ms, 0 = never), orphan idle (ms). Returns {now, deadline, wake id, next due
+// (ms or -1) or, when something was delivered, the earliest lease deadline,
+// then per delivery: stream id, attempt, fields}. wake id is only set when
+// nothing was delivered.
 const luaReceive = `
 local g, c = ARGV[1], ARGV[2]
-local want, lease, tok = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local plimit, sweepEvery, orphanIdle = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local want, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
+local plimit, sweepEvery, orphanIdle = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
 local deadline = now + lease
 local out = {now, deadline, '', -1}
 local seq = 0
-
-local hs, zs = {}, {}
-local dls = string.format('%d', deadline)
-local nh, no = 0, 4
-local function give(sid, fields, attempt, mid, dedup)
+local function give(sid, fields, attempt)
   seq = seq + 1
-  hs[nh + 1] = sid; hs[nh + 2] = tok .. '\n' .. attempt .. '\n' .. mid .. '\n' .. dedup
-  zs[nh + 1] = dls; zs[nh + 2] = sid
-  nh = nh + 2
-  out[no + 1] = sid; out[no + 2] = attempt; out[no + 3] = fields
-  no = no + 3
+  out[#out + 1] = sid; out[#out + 1] = attempt; out[#out + 1] = fields
 end
 
--- (a) promote due delayed messages; (b) sweep the pending list
 promote(g, now, plimit)
-sweep(g, c, now, sweepEvery, orphanIdle)
+sweep(g, now, sweepEvery, orphanIdle)
+takeover(g, c, now, want, give)
 
--- (c) take over deliveries whose own deadline has passed
-local exp = redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, want)
-if #exp > 0 then
-  local sexp = {}
-  for _, sid in ipairs(exp) do
-    if is_early(sid) then unearly(g, sid, now) else sexp[#sexp + 1] = sid end
-  end
-  exp = sexp
-end
-if #exp > 0 then
-  local got = {}
-  local cl = redis.pcall('XCLAIM', KS, g, c, 0, unpack(exp))
-  if not is_err(cl) then
-    for _, e in ipairs(cl) do got[e[1]] = e[2] end
-  end
-  for _, sid in ipairs(exp) do
-    local r = redis.call('HGET', KL, sid)
-    if not r then
-      redis.call('ZREM', KX, sid)
-    else
-      local _, att, mid, dedup = rec_parse(r)
-      local fields = got[sid]
-      if fields then
-        att, mid, dedup = complete(att, mid, dedup, fields)
-        give(sid, fields, att + 1, mid, dedup)
-      else
-        -- Not claimable: the entry was deleted (the message is gone), or the
-        -- group lost its pending entry (re-add the entry so it is not lost).
-        local e = redis.call('XRANGE', KS, sid, sid)
-        if #e > 0 then
-          att = complete(att, mid, dedup, e[1][2])
-          ensure(g)
-          redis.call('XADD', KS, '*', unpack(requeue(e[1][2], att, '')))
-          drop(g, sid)
-        else
-          lost_entry(g, sid, mid, dedup)
-        end
-      end
-    end
-  end
-end
-
--- (d) new entries
 local left = want - seq
 if left > 0 and redis.call('EXISTS', KS) == 1 then
   local r = redis.pcall('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
   if is_err(r) then
-    if string.find(r.err, 'NOGROUP', 1, true) then
-      redis.call('XGROUP', 'CREATE', KS, g, '0')
-      r = redis.call('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
-    else
-      return redis.error_reply(r.err)
-    end
+    if not string.find(r.err, 'NOGROUP', 1, true) then return redis.error_reply(r.err) end
+    ensure_group(g)
+    r = redis.call('XREADGROUP', 'GROUP', g, c, 'COUNT', left, 'STREAMS', KS, '>')
   end
   if r then
     for _, e in ipairs(r[1][2]) do
-      local f = e[2]
-      local n, mid, dedup = 0, '', ''
-      for i = 1, #f, 2 do
-        local k = f[i]
-        if k == 'i' then mid = f[i + 1] elseif k == 'u' then dedup = f[i + 1] elseif k == 'n' then n = tonumber(f[i + 1]) end
-      end
-      give(e[1], f, n + 1, mid, dedup)
+      give(e[1], e[2], tonumber(fget(e[2], 'n') or '0') + 1)
     end
   end
 end
 
 if seq > 0 then
-  redis.call('HSET', KL, PAD, '', unpack(hs))
-  redis.call('ZADD', KX, 'inf', PAD, unpack(zs))
-  -- the earliest lease deadline, for the caller's choice of receive path
-  local b = redis.call('ZRANGE', KX, 0, 0, 'WITHSCORES')
-  if #b > 0 and b[1] ~= PAD then out[4] = tonumber(b[2]) end
+  redis.call('ZADD', KX, deadline, c)
+  out[4] = earliest()
   return out
 end
-
--- nothing: tell the caller when to look again and where to wait on the stream
-local nd = -1
-local a = redis.call('ZRANGE', KD, 0, 0, 'WITHSCORES')
-if #a > 0 and a[1] ~= PAD then nd = tonumber(a[2]) end
-local b = redis.call('ZRANGE', KX, 0, 0, 'WITHSCORES')
-if #b > 0 and b[1] ~= PAD and (nd < 0 or tonumber(b[2]) < nd) then nd = tonumber(b[2]) end
-local wake = '0-0'
-if redis.call('EXISTS', KS) == 1 then
-  local gs = redis.pcall('XINFO', 'GROUPS', KS)
-  if not is_err(gs) then
-    for _, gi in ipairs(gs) do
-      local m = tomap(gi)
-      if m['name'] == g then wake = m['last-delivered-id'] end
-    end
-  end
-end
-return {now, deadline, wake, nd}
+out[3] = last_delivered(g) or '0-0'
+out[4] = next_due()
+return out
 `
 
-// ARGV: group, then per ref: stream id, token. Returns 1 (acked) or 0 (lease
-// lost) per ref.
+// ARGV: group, then one block per lease token: token, lowest and highest
+// stream id of the block's stream deliveries (empty when it has none), number
+// of stream ids, stream ids (pseudo ids of early deliveries included).
+// Returns the positions (1-based, across blocks) of the stream ids whose lease
+// was lost; the others are acked.
+//
+// A lease consumer that still has its deadline and never lost an entry to
+// another consumer (it is not in the moved set) holds every entry of its
+// batch that is still pending, so its block is checked by XACK's count: when
+// it acks them all, all were current. Otherwise, and for a consumer that lost
+// entries (takeover, Extend), each entry is checked against the pending list.
 const luaAck = `
 local g = ARGV[1]
-local sids = {}
-for i = 2, #ARGV, 2 do sids[#sids + 1] = ARGV[i] end
-local recs = redis.call('HMGET', KL, unpack(sids))
-local out, ok, st, done = {}, {}, {}, {}
-for j, sid in ipairs(sids) do
-  local r = recs[j]
-  local token = ARGV[2 * j + 1]
-  out[j] = 0
-  -- the record is the token alone (lazy: no dedup key) or starts with
-  -- "token\n"; a record ending in "\n" has no dedup key
-  local lazy = r and #r == #token
-  if r and not done[sid] and (lazy and r == token or not lazy and string.byte(r, #token + 1) == 10 and string.sub(r, 1, #token) == token) then
-    done[sid] = true
-    ok[#ok + 1] = sid
-    if is_early(sid) then
-      local _, _, mid, dedup = rec_parse(r)
-      free_dedup(dedup, mid)
-      redis.call('HDEL', KP, mid)
+local lost = {}
+local ok, xack, done, used = {}, {}, {}, {}
+local i, pos = 2, 0
+while i <= #ARGV do
+  local tok, lo, hi, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local first = i + 4
+  i = first + n
+  local c = 'l' .. tok
+  local clean = false
+  local have = {}
+  if lo ~= '' then
+    used[#used + 1] = c
+    clean = redis.call('ZSCORE', KX, c) and redis.call('SISMEMBER', KT, c) == 0
+    if clean then
+      local l = {}
+      for k = first, i - 1 do
+        if not is_early(ARGV[k]) then l[#l + 1] = ARGV[k] end
+      end
+      local m = redis.call('XACK', KS, g, unpack(l))
+      if m == #l then
+        for _, sid in ipairs(l) do have[sid] = true end
+      else
+        -- some were settled before (or are repeated): the others are the
+        -- entries still in the stream
+        for _, sid in ipairs(l) do
+          if not have[sid] and #redis.call('XRANGE', KS, sid, sid) > 0 then have[sid] = true end
+        end
+      end
     else
-      st[#st + 1] = sid
-      if not lazy and string.byte(r, -1) ~= 10 then
-        local _, _, mid, dedup = rec_parse(r)
-        free_dedup(dedup, mid)
+      local p = redis.pcall('XPENDING', KS, g, lo, hi, n + 100, c)
+      if not is_err(p) then
+        for _, e in ipairs(p) do have[e[1]] = true end
       end
     end
-    out[j] = 1
+  end
+  for k = first, i - 1 do
+    pos = pos + 1
+    local sid = ARGV[k]
+    local good = false
+    if done[sid] then
+      good = false
+    elseif is_early(sid) then
+      local att, mid, dedup = early_lease(sid, tok)
+      if att then
+        free_dedup(dedup, mid)
+        redis.call('HDEL', KP, mid)
+        redis.call('HDEL', KL, sid)
+        redis.call('ZREM', KX, sid)
+        good = true
+      end
+    elseif have[sid] then
+      ok[#ok + 1] = sid
+      if not clean then xack[#xack + 1] = sid end
+      good = true
+    elseif not clean then
+      -- extended: the delivery has a consumer of its own
+      local o = pel_of(g, sid)
+      if o and o == c .. ':' .. sid then
+        ok[#ok + 1] = sid
+        xack[#xack + 1] = sid
+        used[#used + 1] = o
+        good = true
+      end
+    end
+    if good then done[sid] = true else lost[#lost + 1] = pos end
   end
 end
-if #st > 0 then
-  redis.pcall('XACK', KS, g, unpack(st))
-  redis.call('XDEL', KS, unpack(st))
-end
+if #xack > 0 then redis.pcall('XACK', KS, g, unpack(xack)) end
 if #ok > 0 then
-  redis.call('HDEL', KL, unpack(ok))
-  redis.call('ZREM', KX, unpack(ok))
+  redis.call('XDEL', KS, unpack(ok))
+  if redis.call('EXISTS', KU) == 1 then
+    local us = redis.call('HMGET', KU, unpack(ok))
+    for k, r in ipairs(us) do
+      if r then
+        local nl = string.find(r, '\n', 1, true)
+        free_dedup(string.sub(r, nl + 1), string.sub(r, 1, nl - 1))
+        redis.call('HDEL', KU, ok[k])
+      end
+    end
+  end
 end
-return out
+for _, c in ipairs(used) do release(g, c) end
+return lost
 `
 
 // ARGV: group, stream id, token, delay (ms), reason. Returns 1, or 0 when the
@@ -513,11 +631,8 @@ return out
 // later of its run-at and now + delay.
 const luaRetry = `
 local g, sid, token, delay, reason = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local t, att, mid, dedup = lease_of(sid, token)
-if not t then return 0 end
-local src = take(g, sid, mid, dedup)
+local src, att, mid = take(g, sid, token)
 if not src then return 0 end
-att, mid, dedup = complete(att, mid, dedup, src)
 local f = requeue(src, att, reason)
 local now = now_ms()
 local due = now + delay
@@ -525,8 +640,7 @@ local due = now + delay
 if is_early(sid) then due = math.max(due, early_runat(sid)) end
 if due <= now then
   ensure(g)
-  redis.call('XADD', KS, '*', unpack(f))
-  if is_early(sid) then redis.call('HDEL', KP, mid) end
+  xadd(f)
 else
   redis.call('HSET', KP, mid, cmsgpack.pack(f))
   redis.call('ZADD', KD, 'inf', PAD, due, mid)
@@ -538,12 +652,8 @@ return 1
 // when the lease is lost.
 const luaDead = `
 local g, sid, token, reason, cap = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-local t, att, mid, dedup = lease_of(sid, token)
-if not t then return 0 end
-local src = take(g, sid, mid, dedup)
+local src, att, mid, dedup = take(g, sid, token)
 if not src then return 0 end
-att, mid, dedup = complete(att, mid, dedup, src)
-if is_early(sid) then redis.call('HDEL', KP, mid) end
 local f = {}
 local kind = ''
 for i = 1, #src, 2 do
@@ -560,21 +670,32 @@ free_dedup(dedup, mid)
 return 1
 `
 
-// ARGV: group, consumer, stream id, token, lease (ms). Returns the new
-// deadline (Unix ms), or 0 when the lease is lost.
+// ARGV: group, stream id, token, lease (ms). Returns the new deadline (Unix
+// ms), or 0 when the lease is lost. A stream delivery moves to a consumer of
+// its own ("l<token>:<stream id>") with its own deadline.
 const luaExtend = `
-local g, c, sid, token, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-local t, _, mid, dedup = lease_of(sid, token)
-if not t then return 0 end
-if not is_early(sid) then
-  local cl = redis.pcall('XCLAIM', KS, g, c, 0, sid, 'JUSTID')
-  if not is_err(cl) and #cl == 0 and #redis.call('XRANGE', KS, sid, sid) == 0 then
-    lost_entry(g, sid, mid, dedup)
-    return 0
-  end
-end
+local g, sid, token, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local deadline = now_ms() + lease
-redis.call('ZADD', KX, deadline, sid)
+if is_early(sid) then
+  if not early_lease(sid, token) then return 0 end
+  redis.call('ZADD', KX, deadline, sid)
+  return deadline
+end
+local o = pel_of(g, sid)
+if not o or not owns(o, token, sid) then return 0 end
+local a = 'l' .. token .. ':' .. sid
+local cl = redis.call('XCLAIM', KS, g, a, 0, sid, 'JUSTID')
+if #cl == 0 then
+  -- the entry was deleted behind the driver's back; XCLAIM dropped it
+  unindex(sid, true)
+  release(g, o)
+  return 0
+end
+redis.call('ZADD', KX, deadline, a)
+if o ~= a then
+  redis.call('SADD', KT, o)
+  release(g, o)
+end
 return deadline
 `
 
@@ -633,13 +754,14 @@ return n
 // ARGV: group. Returns {ready, delayed, leased, dead, oldest ready (Unix ms
 // or -1), kinds (flat kind/count list)} on the broker's clock. Expired early
 // leases (among the first 1000 expired leases) are put back first, so they
-// count as delayed.
+// count as delayed. Pending entries count as leased while their consumer's
+// deadline is ahead (or it has none: a foreign or orphaned read) and as ready
+// once it has passed.
 const luaStats = `
 local g = ARGV[1]
 local now = now_ms()
--- an expired early lease is a delayed message again (or a ready one)
 unearly_expired(g, now, 1000)
-local ready, oldest = 0, -1
+local ready, oldest, leased, expired = 0, -1, 0, 0
 local function older(ms)
   if ms >= 0 and (oldest < 0 or ms < oldest) then oldest = ms end
 end
@@ -665,32 +787,27 @@ if redis.call('EXISTS', KS) == 1 then
     local id = first[1][1]
     older(tonumber(string.sub(id, 1, string.find(id, '-', 1, true) - 1)))
   end
-end
-local dueDelayed = redis.call('ZCOUNT', KD, '-inf', now)
-local delayed = redis.call('ZCOUNT', KD, '(' .. now, '(+inf')
-local expired = redis.call('ZCOUNT', KX, '-inf', now)
-local leased = redis.call('ZCOUNT', KX, '(' .. now, '(+inf')
-local a = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
-if #a > 0 then older(tonumber(a[2])) end
-local b = redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
-if #b > 0 then older(tonumber(b[2])) end
-return {ready + dueDelayed + expired, delayed, leased, redis.call('XLEN', KDEAD), oldest, redis.call('HGETALL', KDK)}
-`
-
-// ARGV: group, consumer. Forgets the consumer when it holds no pending entry.
-const luaForget = `
-local g, c = ARGV[1], ARGV[2]
-if redis.call('EXISTS', KS) == 0 then return 0 end
-local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
-if is_err(cs) then return 0 end
-for _, ci in ipairs(cs) do
-  local m = tomap(ci)
-  if m['name'] == c and tonumber(m['pending']) == 0 then
-    redis.call('XGROUP', 'DELCONSUMER', KS, g, c)
-    return 1
+  if pending > 0 then
+    local s = redis.call('XPENDING', KS, g)
+    for _, ce in ipairs(s[4] or {}) do
+      local dl = redis.call('ZSCORE', KX, ce[1])
+      if dl and tonumber(dl) <= now then
+        expired = expired + tonumber(ce[2])
+        older(tonumber(dl))
+      else
+        leased = leased + tonumber(ce[2])
+      end
+    end
   end
 end
-return 0
+-- early leases: one record each (beside the padding member)
+local early = redis.call('HLEN', KL)
+if early > 0 then leased = leased + early - 1 end
+local dueDelayed = redis.call('ZCOUNT', KD, '-inf', now)
+local delayed = redis.call('ZCOUNT', KD, '(' .. now, '(+inf')
+local a = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1)
+if #a > 0 then older(tonumber(a[2])) end
+return {ready + dueDelayed + expired, delayed, leased, redis.call('XLEN', KDEAD), oldest, redis.call('HGETALL', KDK)}
 `
 
 func script(body string) *goredis.Script { return goredis.NewScript(luaPrelude + body) }
@@ -705,5 +822,4 @@ var (
 	scriptReplay  = script(luaReplay)
 	scriptPurge   = script(luaPurge)
 	scriptStats   = script(luaStats)
-	scriptForget  = script(luaForget)
 )
