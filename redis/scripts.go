@@ -331,7 +331,9 @@ local function sweep(g, now, sweepEvery, orphanIdle)
     local pend = {}
     for _, p in ipairs(redis.call('XPENDING', KS, g, es[1][1], es[#es][1], #es)) do pend[p[1]] = true end
     for _, e in ipairs(es) do
-      if not pend[e[1]] then
+      -- (pending entries deleted from the stream may crowd the range's
+      -- reply: check a missing one alone before re-adding it)
+      if not pend[e[1]] and not pel_of(g, e[1]) then
         local n = tonumber(fget(e[2], 'n') or '0')
         xadd(requeue(e[2], n + 1, ''))
         redis.call('XDEL', KS, e[1])
@@ -596,12 +598,12 @@ while i <= #ARGV do
       if not clean then xack[#xack + 1] = sid end
       good = true
     elseif not clean then
-      -- extended: the delivery has a consumer of its own
+      -- beyond the range's reply, or extended (a consumer of its own)
       local o = pel_of(g, sid)
-      if o and o == c .. ':' .. sid then
+      if o and owns(o, tok, sid) then
         ok[#ok + 1] = sid
         xack[#xack + 1] = sid
-        used[#used + 1] = o
+        if o ~= c then used[#used + 1] = o end
         good = true
       end
     end
