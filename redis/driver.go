@@ -163,9 +163,16 @@ func retryable(err error) bool {
 
 // Enqueue stores msgs with one script call: the batch is stored whole (a
 // Redis script runs atomically). Messages due now go to the stream, delayed
-// ones to the delayed set.
+// ones to the delayed set. A batch without dedup keys, delays or run-at
+// times skips the script: its entries are plain XADDs in one MULTI/EXEC
+// transaction (atomic too). Such a batch may create the stream without its
+// consumer group; the first Receive creates the group from the stream's
+// start.
 func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
 	k := d.keys(queue)
+	if plainBatch(msgs) {
+		return d.enqueuePlain(ctx, k, msgs)
+	}
 	args := make([]any, 0, 2+len(msgs)*17)
 	args = append(args, group, len(msgs))
 	for i := range msgs {
@@ -197,6 +204,42 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 		} else {
 			res[i] = backend.EnqueueResult{ID: msgs[i].ID}
 		}
+	}
+	return res, nil
+}
+
+// plainBatch reports whether every message of msgs is due now and has no
+// dedup key.
+func plainBatch(msgs []backend.Message) bool {
+	for i := range msgs {
+		if msgs[i].DedupKey != "" || msgs[i].Delay != 0 || !msgs[i].RunAt.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// enqueuePlain appends msgs to the stream with XADDs in one transaction.
+func (d *Driver) enqueuePlain(ctx context.Context, k keys, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+	fields := make([][]any, len(msgs))
+	for i := range msgs {
+		f, _, err := appendFields(make([]any, 0, 6), &msgs[i])
+		if err != nil {
+			return nil, err
+		}
+		fields[i] = f
+	}
+	if _, err := d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+		for _, f := range fields {
+			pipe.XAdd(ctx, &goredis.XAddArgs{Stream: k.stream, Values: f})
+		}
+		return nil
+	}); err != nil {
+		return nil, d.fail(ctx, err)
+	}
+	res := make([]backend.EnqueueResult, len(msgs))
+	for i := range msgs {
+		res[i] = backend.EnqueueResult{ID: msgs[i].ID}
 	}
 	return res, nil
 }

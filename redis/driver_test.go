@@ -211,6 +211,10 @@ func testSweepHandlesOrphansAndDeletedEntries(t *testing.T, e *env) {
 	ctx := testCtx(t)
 	k := redis.QueueKeys(e.prefix, q)
 
+	// (a plain enqueue leaves the group to the first Receive)
+	if err := e.raw.XGroupCreateMkStream(ctx, k[redis.KeyStream], "fila", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
 	keep := enqueue(t, c, q, fila.Message{Kind: "keep"})
 	enqueue(t, c, q, fila.Message{Kind: "drop", DedupKey: "dk"})
 	// A foreign consumer reads both (no lease records), then one entry is
@@ -605,4 +609,34 @@ func testAckBatchReportsEachLostRef(t *testing.T, e *env) {
 	if n, _ := e.raw.XLen(ctx, redis.QueueKeys(e.prefix, q)[redis.KeyStream]).Result(); n != 0 {
 		t.Errorf("%d entries left in the stream", n)
 	}
+}
+
+// A batch without dedup keys or delays is stored with plain XADDs, which
+// create the stream but not its group: stats count it, and the first
+// Receive creates the group from the stream's start and gets every entry.
+func TestPlainEnqueueBeforeAnyGroup(t *testing.T) { bothPaths(t, testPlainEnqueueBeforeAnyGroup) }
+
+func testPlainEnqueueBeforeAnyGroup(t *testing.T, e *env) {
+	const q = "plain"
+	c := e.client(t, redis.Options{})
+	ctx := testCtx(t)
+	want, err := c.EnqueueBatch(ctx, q, []fila.Message{{Kind: "a"}, {Kind: "b"}, {Kind: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := redis.QueueKeys(e.prefix, q)[redis.KeyStream]
+	if gs, err := e.raw.XInfoGroups(ctx, stream).Result(); err != nil || len(gs) != 0 {
+		t.Fatalf("groups after a plain enqueue: %v, %v; want none yet", gs, err)
+	}
+	if st, err := c.QueueStats(ctx, q); err != nil || st.Ready != 3 {
+		t.Fatalf("stats %+v, %v; want 3 ready", st, err)
+	}
+	ds := receive(t, c, q, fila.ReceiveParams{Max: 10, Lease: time.Minute})
+	if got := ids(ds); len(got) != 3 || got[0] != want[0] || got[2] != want[2] {
+		t.Fatalf("received %v, want %v", got, want)
+	}
+	if err := c.AckBatch(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeases(t, e, q)
 }
