@@ -525,6 +525,8 @@ if seq > 0 then
   out[4] = earliest()
   return out
 end
+-- (a takeover whose entries were all deleted may have created c)
+if redis.call('EXISTS', KS) == 1 then redis.pcall('XGROUP', 'DELCONSUMER', KS, g, c) end
 out[3] = last_delivered(g) or '0-0'
 out[4] = next_due()
 return out
