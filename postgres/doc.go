@@ -14,10 +14,10 @@
 // Delivery is at least once. Every message is a row; every operation is one
 // SQL statement, so each is atomic:
 //
-//   - Enqueue inserts the batch with one INSERT (all or nothing), pipelined
-//     with pg_notify in the same implicit transaction: one round trip. When it
-//     returns nil the rows are committed (durable as the server's
-//     synchronous_commit and fsync settings make commits durable).
+//   - Enqueue inserts the batch with one INSERT (all or nothing) in a
+//     transaction of its own: one round trip. When it returns nil the rows
+//     are committed (durable as the server's synchronous_commit and fsync
+//     settings make commits durable).
 //   - Receive claims up to N messages with one UPDATE over a SELECT ... FOR
 //     UPDATE SKIP LOCKED: rows of the queue whose visible_at has passed, which
 //     are both ready messages and messages whose lease expired (no reaper is
@@ -76,8 +76,17 @@
 // # Wake-up
 //
 // Enqueue (and dead-letter replay) call pg_notify on the channel "fila_" +
-// schema with the queue name as payload, in the enqueueing transaction, so
-// receivers wake only when the messages are committed. Each driver instance
+// schema with the queue name as payload. EnqueueTx and an Enqueue alone in
+// flight in its driver pipeline it into the enqueueing transaction, so
+// receivers wake only when the messages are committed. Concurrent Enqueue
+// calls leave it out: PostgreSQL serialises notifying transactions
+// cluster-wide, through their commit's WAL flush, which capped 8 concurrent
+// producers at the rate of one. Their notification is sent right after they
+// commit instead, in a transaction that does not wait for the WAL flush, and
+// coalesced per queue: at most one in flight, plus one more covering the
+// enqueues that committed meanwhile (notify.go). Measured here with 8
+// goroutines, single-message Enqueue went from ×0.51–0.52 to ×0.72–0.85 of
+// raw pgx INSERTs in the same run, and stayed at ×0.98–0.99 with one. Each driver instance
 // keeps one dedicated LISTEN connection (not from the pool, opened on the
 // first Receive) that reconnects with backoff and wakes a receive blocked on
 // the notified queue: one receive per notification, which passes the wake-up

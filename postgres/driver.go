@@ -58,15 +58,16 @@ type Options struct {
 // StatsReader, TxEnqueuer, DelayedReceiver, DeadImporter, Pinger and Namer
 // interfaces. It is safe for concurrent use.
 type Driver struct {
-	pool    *pgxpool.Pool
-	ownPool bool
-	schema  string
-	listen  bool
-	poll    time.Duration
-	log     *slog.Logger
-	lconfig *pgx.ConnConfig
-	q       statements
-	waiters waiters
+	pool     *pgxpool.Pool
+	ownPool  bool
+	schema   string
+	listen   bool
+	poll     time.Duration
+	log      *slog.Logger
+	lconfig  *pgx.ConnConfig
+	q        statements
+	waiters  waiters
+	notifier notifier
 
 	// done is closed by Close; it ends blocked receives and the listener.
 	done      chan struct{}
@@ -81,6 +82,8 @@ type Driver struct {
 	sleeping atomic.Int64
 	// claims counts claim statements run (for tests and diagnostics).
 	claims atomic.Int64
+	// enqueuing counts Enqueue calls in flight (see Enqueue).
+	enqueuing atomic.Int64
 }
 
 var (
@@ -141,6 +144,10 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 		done:    make(chan struct{}),
 	}
 	d.waiters.init()
+	d.notifier.init(func(ctx context.Context, queue string) error {
+		_, err := d.pool.Exec(ctx, d.q.notifyAsync, d.q.channel, queue)
+		return err
+	}, d.log)
 	return d, nil
 }
 
@@ -189,6 +196,7 @@ func (d *Driver) Close() error {
 			cancel()
 		}
 		d.lwg.Wait()
+		d.notifier.close()
 		if d.ownPool {
 			d.pool.Close()
 		}

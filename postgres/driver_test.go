@@ -628,3 +628,69 @@ func TestNotificationWakesOneReceive(t *testing.T) {
 		}
 	}
 }
+
+// TestCoalescedNotificationsMissNothing: notifications of concurrent
+// enqueues are sent after their INSERTs committed and coalesced per queue, so
+// a burst costs a few notifications, not one each; yet every message reaches
+// receivers that nothing but notifications wake (their safety poll is an hour
+// away), including the last ones, which are covered by a notification sent
+// after the one in flight.
+func TestCoalescedNotificationsMissNothing(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	consumer := newDriver(t, pool, postgres.Options{Schema: schema, PollInterval: time.Hour})
+	producer := newDriver(t, pool, postgres.Options{Schema: schema})
+	c, p := newClient(t, consumer), newClient(t, producer)
+	ctx := ctxT(t, 60*time.Second)
+	q := "coalesce-" + randHex(4)
+	const rounds, writers = 5, 8
+	for round := 0; round < rounds; round++ {
+		got := make(chan int, writers)
+		go func() {
+			n := 0
+			for n < writers {
+				ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: writers})
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				if err := c.AckBatch(ctx, ds); err != nil {
+					t.Error(err)
+				}
+				n += len(ds)
+			}
+			got <- n
+		}()
+		waitFor(t, 10*time.Second, "the receive to block with LISTEN up", func() bool {
+			return postgres.Sleeping(consumer) == 1 && postgres.ListenerUp(consumer)
+		})
+		sentBefore := postgres.NotificationsSent(producer)
+		var wg sync.WaitGroup
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := p.Enqueue(ctx, q, fila.Message{Kind: "burst"}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		select {
+		case n := <-got:
+			if n != writers {
+				t.Fatalf("round %d: received %d of %d", round, n, writers)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a message was left without a wake-up", round)
+		}
+		waitFor(t, 5*time.Second, "the notifications to finish", func() bool { return postgres.NotificationsIdle(producer) })
+		// (an Enqueue alone in flight notifies in its own transaction, so
+		// this counts only those sent after commits)
+		if sent := postgres.NotificationsSent(producer) - sentBefore; sent > writers {
+			t.Errorf("round %d: %d notifications after commits for %d enqueues", round, sent, writers)
+		} else {
+			t.Logf("round %d: %d notifications after commits for %d concurrent enqueues", round, sent, writers)
+		}
+	}
+}

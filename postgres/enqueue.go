@@ -25,14 +25,23 @@ type Querier interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// Enqueue stores msgs in one round trip: one INSERT of the whole batch (an
-// implicit transaction, so the batch is atomic) pipelined with the
-// pg_notify that wakes the queue's receivers.
+// Enqueue stores msgs in one round trip: one INSERT of the whole batch (a
+// transaction of its own, so the batch is atomic), pipelined with the
+// pg_notify that wakes the queue's receivers when no other Enqueue of this
+// driver is in flight. Concurrent enqueues leave the notification out of
+// their transactions and have it sent after they commit, coalesced (see
+// notify.go).
 func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
 	if d.isClosed() {
 		return nil, backend.ErrClosed
 	}
-	return d.enqueue(ctx, d.pool, queue, msgs)
+	solo := d.enqueuing.Add(1) == 1
+	defer d.enqueuing.Add(-1)
+	res, err := d.enqueue(ctx, d.pool, queue, msgs, solo)
+	if err == nil && !solo {
+		d.notifier.kick(queue)
+	}
+	return res, err
 }
 
 // EnqueueTx stores msgs inside the caller's transaction: tx must be a
@@ -48,7 +57,7 @@ func (d *Driver) EnqueueTx(ctx context.Context, tx any, queue string, msgs []bac
 	if !ok || q == nil {
 		return nil, backend.Invalidf("postgres EnqueueTx: tx is %T; want a pgx.Tx (or anything with pgx's Exec, Query, QueryRow and SendBatch methods, such as *pgx.Conn or *pgxpool.Conn)", tx)
 	}
-	return d.enqueue(ctx, q, queue, msgs)
+	return d.enqueue(ctx, q, queue, msgs, true)
 }
 
 // enqueueArgs are the column arrays of a batch, unnested by the INSERT.
@@ -114,7 +123,10 @@ func (a *enqueueArgs) params(queue string) []any {
 	return []any{queue, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt, a.delayMicros, a.maxAttempts, a.dedup, a.attempts}
 }
 
-func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+// enqueue stores msgs through q; notify pipelines the wake-up notification
+// into the same transaction (for a caller's transaction, where it must
+// take effect at the caller's commit).
+func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []backend.Message, notify bool) ([]backend.EnqueueResult, error) {
 	for i := range msgs {
 		if !validUUID(msgs[i].ID) {
 			return nil, backend.Invalidf("message id %q is not a UUID", msgs[i].ID)
@@ -139,7 +151,7 @@ func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []ba
 		for j, i := range pending {
 			batch[j] = msgs[i]
 		}
-		sub, err := d.insertBatch(ctx, q, queue, batch)
+		sub, err := d.insertBatch(ctx, q, queue, batch, notify)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +170,7 @@ func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []ba
 
 // insertBatch inserts one batch and returns a result per message; a
 // duplicate whose holder could not be found has an empty ID.
-func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
+func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs []backend.Message, notify bool) ([]backend.EnqueueResult, error) {
 	a, err := buildArgs(msgs)
 	if err != nil {
 		return nil, err
@@ -175,7 +187,9 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 	default:
 		b.Queue(d.q.enqueueDedup, a.params(queue)...)
 	}
-	b.Queue(d.q.notify, d.q.channel, queue)
+	if notify {
+		b.Queue(d.q.notify, d.q.channel, queue)
+	}
 	br := q.SendBatch(ctx, b)
 	inserted := map[string]bool{}
 	if !a.hasDedup {

@@ -19,3 +19,9 @@ func ClaimSQL(d *Driver) string { return d.q.claim }
 
 // AckSQL returns d's ack statement.
 func AckSQL(d *Driver) string { return d.q.ack }
+
+// NotificationsSent counts the wake-up notifications d's enqueues sent.
+func NotificationsSent(d *Driver) int64 { return d.notifier.sent.Load() }
+
+// NotificationsIdle reports whether d has no notification in flight.
+func NotificationsIdle(d *Driver) bool { return d.notifier.idle() }

@@ -14,6 +14,7 @@ type statements struct {
 	enqueueOneDe string // one message with a dedup key
 	holders      string
 	notify       string
+	notifyAsync  string
 
 	claim        string
 	claimDelayed string
@@ -61,6 +62,9 @@ RETURNING id::text`
 		enqueueOneDe: r.Replace(insertOne + onConflict),
 		holders:      r.Replace(`SELECT dedup_key, id::text FROM {{s}}.messages WHERE queue = $1 AND dedup_key = ANY($2::text[])`),
 		notify:       `SELECT pg_notify($1, $2)`,
+		// A wake-up sent after the messages committed needs no durability:
+		// commit it without waiting for the WAL flush.
+		notifyAsync: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`,
 
 		// One statement claims ready messages and expired leases: both are
 		// rows whose visible_at has passed, one range of messages_claim.
