@@ -2,6 +2,7 @@ package fila
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -120,4 +121,65 @@ func (c *Client) Ping(ctx context.Context) error {
 		return c.done(ctx, p.Ping(cctx))
 	}
 	return nil
+}
+
+// QueueList returns the names of the queues that hold a message (ready,
+// delayed or leased) or a dead letter, sorted; a queue that holds nothing may
+// be listed too. Drivers that cannot list queues (RabbitMQ over AMQP) return
+// ErrUnsupported.
+func (c *Client) QueueList(ctx context.Context) ([]string, error) {
+	ql, ok := c.drv.(backend.QueueLister)
+	if !ok {
+		return nil, &UnsupportedError{Driver: c.name, Capability: "queue listing"}
+	}
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	qs, err := ql.QueueList(cctx)
+	return qs, c.done(ctx, err)
+}
+
+// QueueDeleteParams tune QueueDelete.
+type QueueDeleteParams struct {
+	// Force deletes the queue whatever it holds. Without it QueueDelete
+	// first reads the queue's stats (it needs a driver with QueueStats) and
+	// returns ErrQueueNotEmpty, deleting nothing, when the queue holds a
+	// ready, delayed or leased message or a dead letter. The check and the
+	// delete are separate steps: a message enqueued between them is deleted.
+	Force bool
+}
+
+// QueueDelete deletes queue with everything it holds: ready, delayed and
+// leased messages, dead letters, dedup keys and the broker's structures for
+// it. Deliveries leased from it get ErrLeaseLost when settled. Deleting a
+// queue that holds nothing is not an error, and the queue can be used again
+// at once. Drivers without the capability return ErrUnsupported.
+func (c *Client) QueueDelete(ctx context.Context, queue string, p QueueDeleteParams) error {
+	qd, ok := c.drv.(backend.QueueDeleter)
+	if !ok {
+		return &UnsupportedError{Driver: c.name, Capability: "queue deletion"}
+	}
+	if err := ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if !p.Force {
+		if _, ok := c.drv.(backend.StatsReader); !ok {
+			return &UnsupportedError{Driver: c.name, Capability: "queue deletion without Force (it needs queue stats)"}
+		}
+		s, err := c.QueueStats(ctx, queue)
+		if err != nil {
+			return err
+		}
+		if n := s.Ready + s.Delayed + s.Leased + s.Dead; n > 0 {
+			return fmt.Errorf("%w: %s holds %d ready, %d delayed, %d leased and %d dead", ErrQueueNotEmpty, queue, s.Ready, s.Delayed, s.Leased, s.Dead)
+		}
+	}
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	return c.done(ctx, qd.QueueDelete(cctx, queue))
 }

@@ -20,6 +20,9 @@ var (
 	// ErrUnavailable marks failures that a retry may cure (a lost
 	// connection, a broker restarting); drivers wrap them with it.
 	ErrUnavailable = backend.ErrUnavailable
+	// ErrQueueNotEmpty is returned by QueueDelete without Force for a queue
+	// that holds messages or dead letters.
+	ErrQueueNotEmpty = errors.New("fila: queue is not empty (set QueueDeleteParams.Force to delete it anyway)")
 )
 
 // DuplicateError carries the id of the pending message holding a dedup key;

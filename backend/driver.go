@@ -109,3 +109,23 @@ type DelayedReceiver interface {
 type DeadImporter interface {
 	DeadImport(ctx context.Context, queue string, letters []DeadLetter) error
 }
+
+// QueueLister is implemented by drivers that can name the queues they hold.
+// Without it, Client.QueueList returns ErrUnsupported.
+type QueueLister interface {
+	// QueueList returns the names of the queues that hold a message (ready,
+	// delayed or leased) or a dead letter, sorted. A queue that holds
+	// nothing may be listed too.
+	QueueList(ctx context.Context) ([]string, error)
+}
+
+// QueueDeleter is implemented by drivers that can delete a queue. Without
+// it, Client.QueueDelete returns ErrUnsupported.
+type QueueDeleter interface {
+	// QueueDelete deletes everything queue holds: ready, delayed and leased
+	// messages, dead letters, dedup keys and whatever the broker keeps for
+	// it. Settling a delivery leased from it before then returns
+	// ErrLeaseLost. Deleting a queue that holds nothing is not an error,
+	// and the queue can be used again at once.
+	QueueDelete(ctx context.Context, queue string) error
+}

@@ -38,6 +38,12 @@ func (s *suite) testFeatures(t *testing.T) {
 	if _, ok := drv.(backend.DeadImporter); s.has(FeatureDeadImport) && !ok {
 		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.DeadImporter", FeatureDeadImport)
 	}
+	if _, ok := drv.(backend.QueueLister); s.has(FeatureQueueList) && !ok {
+		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.QueueLister", FeatureQueueList)
+	}
+	if _, ok := drv.(backend.QueueDeleter); s.has(FeatureQueueDelete) && !ok {
+		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.QueueDeleter", FeatureQueueDelete)
+	}
 	if s.has(FeatureTxEnqueue) {
 		if _, ok := drv.(backend.TxEnqueuer); !ok {
 			t.Errorf("feature %q is not declared missing, but the driver does not implement backend.TxEnqueuer", FeatureTxEnqueue)

@@ -40,12 +40,19 @@ const (
 	// FeatureDeadImport: store dead letters taken from another broker; the
 	// driver implements backend.DeadImporter.
 	FeatureDeadImport Feature = "dead-import"
+	// FeatureQueueList: QueueList names every queue holding something
+	// (backend.QueueLister).
+	FeatureQueueList Feature = "queue-list"
+	// FeatureQueueDelete: QueueDelete removes a queue with everything in it
+	// (backend.QueueDeleter).
+	FeatureQueueDelete Feature = "queue-delete"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
 var AllFeatures = []Feature{
 	FeatureDedup, FeatureDeadLetters, FeatureStats, FeatureOldestReady, FeatureDeadByKind,
 	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
+	FeatureQueueList, FeatureQueueDelete,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.

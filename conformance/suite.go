@@ -70,6 +70,8 @@ func Run(t *testing.T, h Harness) {
 		{"ReceiveDelayedTakesFutureMessages", s.testReceiveDelayed},
 		{"ReleaseAfterReceiveDelayedKeepsRunAt", s.testReleaseKeepsRunAt},
 		{"DeadImportIsIdempotent", s.testDeadImport},
+		{"QueueListNamesQueues", s.testQueueList},
+		{"QueueDeleteRemovesEverything", s.testQueueDelete},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once:
 	// t.Run from separate goroutines is not bounded by -test.parallel

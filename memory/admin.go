@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"github.com/fila-go/fila/backend"
@@ -143,4 +144,34 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		s.DeadByKind[e.Kind]++
 	}
 	return s, nil
+}
+
+// QueueList names the queues that hold a message or a dead letter.
+func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	names := make([]string, 0, len(b.queues))
+	for name, q := range b.queues {
+		if len(q.msgs) > 0 || len(q.dead) > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// QueueDelete forgets queue with its messages, dedup keys and dead letters.
+func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
+	if err := d.check(ctx); err != nil {
+		return err
+	}
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.queues, queue)
+	return nil
 }

@@ -28,6 +28,8 @@ var (
 
 	_ backend.DelayedReceiver = (*Driver)(nil)
 	_ backend.DeadImporter    = (*Driver)(nil)
+	_ backend.QueueLister     = (*Driver)(nil)
+	_ backend.QueueDeleter    = (*Driver)(nil)
 )
 
 // DriverName returns "memory".
