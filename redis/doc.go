@@ -108,6 +108,14 @@
 // dead letter in the queue is skipped. Imported letters are listed after
 // the ones already there and count in the per-kind totals.
 //
+// # Queue administration
+//
+// QueueList scans the keyspace (SCAN, on every master of a cluster) for the
+// queues under the driver's prefix; a queue whose messages were all acked
+// keeps its empty stream and stays listed until it is deleted. QueueDelete
+// deletes all of a queue's keys with one DEL: deliveries leased from it are
+// then pending nowhere, so settling them returns ErrLeaseLost.
+//
 // # Errors
 //
 // Failures a retry may cure wrap backend.ErrUnavailable (fila.ErrUnavailable):

@@ -29,8 +29,8 @@ const group = "fila"
 const maxAckScript = 1000
 
 // Driver is the Redis driver. It implements backend.Driver and the optional
-// Deduper, DeadLetterer, StatsReader, Pinger, Namer, DelayedReceiver and
-// DeadImporter interfaces. Use it
+// Deduper, DeadLetterer, StatsReader, Pinger, Namer, DelayedReceiver,
+// DeadImporter, QueueLister and QueueDeleter interfaces. Use it
 // through fila.Open("redis://…") or fila.New(redis.New(client, opts)).
 type Driver struct {
 	c goredis.UniversalClient

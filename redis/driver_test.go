@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -639,4 +640,38 @@ func testPlainEnqueueBeforeAnyGroup(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	assertNoLeases(t, e, q)
+}
+
+// QueueList names only the driver's own prefix's queues, even next to a
+// prefix that extends it, and finds queues holding only delayed messages or
+// dead letters.
+func TestQueueListKeepsToItsPrefix(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	c := e.client(t, redis.Options{})
+	ld, err := redis.New(e.raw, redis.Options{Prefix: e.prefix + ":x"}) // e.driver would force e.prefix
+	if err != nil {
+		t.Fatal(err)
+	}
+	longer := fila.New(ld)
+	t.Cleanup(func() { // the longer prefix's keys, which testPrefix's cleanup does not match
+		_ = longer.QueueDelete(context.Background(), "theirs", fila.QueueDeleteParams{Force: true})
+		longer.Close()
+	})
+	enqueue(t, c, "ready", fila.Message{Kind: "x"})
+	enqueue(t, c, "later", fila.Message{Kind: "x", Delay: time.Hour})
+	enqueue(t, longer, "theirs", fila.Message{Kind: "x"})
+	qs, err := c.QueueList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"later", "ready"}; !slices.Equal(qs, want) {
+		t.Errorf("QueueList = %v, want %v", qs, want)
+	}
+	if err := c.QueueDelete(ctx, "ready", fila.QueueDeleteParams{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if qs, err := c.QueueList(ctx); err != nil || !slices.Equal(qs, []string{"later"}) {
+		t.Errorf("after QueueDelete, QueueList = %v, %v; want [later]", qs, err)
+	}
 }
