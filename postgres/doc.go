@@ -73,6 +73,20 @@
 // (DeadImport stores dead letters from another broker, skipping ids already
 // present), and stores a message's carried attempt count at enqueue.
 //
+// # Listing and deleting queues
+//
+// The driver implements backend.QueueLister and backend.QueueDeleter. A
+// queue exists while it has a row in messages or dead. QueueList finds the
+// distinct names with one statement, a loose index scan: a recursive query
+// that probes the queue-leading indexes (messages_claim, dead_list) once per
+// queue for the next name, so it costs one index probe per queue rather than
+// a read of every row; names come back bytewise sorted (COLLATE "C").
+// QueueDelete deletes the queue's rows from both tables in one statement,
+// so atomically; its dedup keys live on those rows and go with them, and a
+// delivery leased from it finds no row to settle and gets ErrLeaseLost. A
+// message enqueued by a transaction that commits after the delete started
+// is kept.
+//
 // # Wake-up
 //
 // Enqueue (and dead-letter replay) call pg_notify on the channel "fila_" +

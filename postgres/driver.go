@@ -55,8 +55,8 @@ type Options struct {
 
 // Driver is the PostgreSQL driver. Build it with Open (through fila.Open) or
 // New; it implements backend.Driver and the optional Deduper, DeadLetterer,
-// StatsReader, TxEnqueuer, DelayedReceiver, DeadImporter, Pinger and Namer
-// interfaces. It is safe for concurrent use.
+// StatsReader, TxEnqueuer, DelayedReceiver, DeadImporter, QueueLister,
+// QueueDeleter, Pinger and Namer interfaces. It is safe for concurrent use.
 type Driver struct {
 	pool     *pgxpool.Pool
 	ownPool  bool
@@ -94,6 +94,8 @@ var (
 	_ backend.TxEnqueuer   = (*Driver)(nil)
 	_ backend.Pinger       = (*Driver)(nil)
 	_ backend.Namer        = (*Driver)(nil)
+	_ backend.QueueLister  = (*Driver)(nil)
+	_ backend.QueueDeleter = (*Driver)(nil)
 )
 
 // New returns a driver over a pool the caller owns (Close does not close it).

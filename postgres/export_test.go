@@ -25,3 +25,6 @@ func NotificationsSent(d *Driver) int64 { return d.notifier.sent.Load() }
 
 // NotificationsIdle reports whether d has no notification in flight.
 func NotificationsIdle(d *Driver) bool { return d.notifier.idle() }
+
+// QueueListSQL returns d's queue-listing statement.
+func QueueListSQL(d *Driver) string { return d.q.queueList }

@@ -31,6 +31,9 @@ type statements struct {
 	deadReplay string
 	deadPurge  string
 	deadImport string
+
+	queueList   string
+	queueDelete string
 }
 
 // channelName returns the LISTEN/NOTIFY channel of a schema.
@@ -186,5 +189,32 @@ ORDER BY r.ord
 ON CONFLICT (id) DO NOTHING`),
 		deadPurge: r.Replace(`DELETE FROM {{s}}.dead
 WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::uuid[] IS NULL OR id = ANY($3::uuid[]))`),
+
+		// The distinct queue names of both tables by a loose index scan:
+		// each step of the recursion is one probe of the index whose leading
+		// column is queue (messages_claim, dead_list) for the next name
+		// after the last one, so the cost grows with the number of queues,
+		// not of rows. The final sort is bytewise (COLLATE "C"), like Go's.
+		queueList: r.Replace(`WITH RECURSIVE m(queue) AS (
+	(SELECT queue FROM {{s}}.messages ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT n.queue FROM m, LATERAL (
+		SELECT queue FROM {{s}}.messages WHERE queue > m.queue ORDER BY queue LIMIT 1) n
+), d(queue) AS (
+	(SELECT queue FROM {{s}}.dead ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT n.queue FROM d, LATERAL (
+		SELECT queue FROM {{s}}.dead WHERE queue > d.queue ORDER BY queue LIMIT 1) n
+)
+SELECT queue FROM (SELECT queue FROM m UNION SELECT queue FROM d) u
+ORDER BY queue COLLATE "C"`),
+		// Both deletes run in one statement, so atomically; a data-modifying
+		// WITH runs whether or not the main query reads it.
+		queueDelete: r.Replace(`WITH m AS (
+	DELETE FROM {{s}}.messages WHERE queue = $1
+), d AS (
+	DELETE FROM {{s}}.dead WHERE queue = $1
+)
+SELECT 1`),
 	}
 }
