@@ -173,7 +173,7 @@ func (c *Client) QueueDelete(ctx context.Context, queue string, p QueueDeletePar
 			return err
 		}
 		if n := s.Ready + s.Delayed + s.Leased + s.Dead; n > 0 {
-			return fmt.Errorf("%w: %s holds %d ready, %d delayed, %d leased and %d dead", ErrQueueNotEmpty, queue, s.Ready, s.Delayed, s.Leased, s.Dead)
+			return fmt.Errorf("%w: %s holds %d ready, %d delayed, %d leased and %d dead (set QueueDeleteParams.Force to delete it anyway)", ErrQueueNotEmpty, queue, s.Ready, s.Delayed, s.Leased, s.Dead)
 		}
 	}
 	cctx, leave, err := c.enter(ctx)

@@ -22,7 +22,7 @@ var (
 	ErrUnavailable = backend.ErrUnavailable
 	// ErrQueueNotEmpty is returned by QueueDelete without Force for a queue
 	// that holds messages or dead letters.
-	ErrQueueNotEmpty = errors.New("fila: queue is not empty (set QueueDeleteParams.Force to delete it anyway)")
+	ErrQueueNotEmpty = errors.New("fila: queue is not empty")
 )
 
 // DuplicateError carries the id of the pending message holding a dedup key;

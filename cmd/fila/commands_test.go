@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -382,5 +383,64 @@ func TestStatsWatch(t *testing.T) {
 				t.Errorf("watch --json line %q: %v", line, err)
 			}
 		}
+	})
+}
+
+func TestQueueListAndDelete(t *testing.T) {
+	t.Parallel()
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
+		c := client(t, url)
+		ctx := context.Background()
+		q, other := unique("qdel"), unique("qkeep")
+		cleanupQueue(t, c, other)
+		for _, name := range []string{q, other} {
+			if _, err := c.Enqueue(ctx, name, fila.Message{Kind: "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "later", Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+
+		if b.noQueueList {
+			fails(t, 4, "queue listing", "", "--url", url, "queue", "list")
+			fails(t, 4, "queue listing", "", "--url", url, "stats", "--all")
+		} else {
+			out := ok(t, "", "--url", url, "queue", "list")
+			if !strings.Contains(out, q+"\n") || !strings.Contains(out, other+"\n") {
+				t.Errorf("queue list lacks %s or %s:\n%s", q, other, out)
+			}
+			out = ok(t, "", "--url", url, "queue", "list", "--json")
+			if !strings.HasPrefix(out, `{"queues":[`) || !strings.Contains(out, `"`+q+`"`) {
+				t.Errorf("queue list --json: %s", out)
+			}
+			if out := ok(t, "", "--url", url, "stats", "--all"); !strings.Contains(out, q) || !strings.Contains(out, other) {
+				t.Errorf("stats --all lacks a queue:\n%s", out)
+			}
+		}
+		fails(t, 2, "--all cannot be combined", "", "--url", url, "stats", "--all", q)
+		fails(t, 2, "name one queue", "", "--url", url, "queue", "delete")
+
+		// Without --force a queue holding messages is refused; a declined
+		// prompt deletes nothing.
+		fails(t, 1, "add --force", "", "--url", url, "queue", "delete", q, "--yes")
+		fails(t, 1, "aborted; nothing deleted", "n\n", "--url", url, "queue", "delete", q, "--force")
+		if s, err := c.QueueStats(ctx, q); err != nil || s.Ready != 1 || s.Delayed != 1 {
+			t.Fatalf("after refusals: %+v, %v", s, err)
+		}
+		out := ok(t, "y\n", "--url", url, "queue", "delete", q, "--force")
+		if !strings.Contains(out, fmt.Sprintf("deleted queue %q", q)) {
+			t.Errorf("queue delete: %q", out)
+		}
+		// (RabbitMQ's delayed count is this instance's own bookkeeping, which
+		// another instance's delete does not reach)
+		if s, err := c.QueueStats(ctx, q); err != nil || s.Ready+s.Leased+s.Dead != 0 || !b.instanceStats && s.Delayed != 0 {
+			t.Errorf("after delete: %+v, %v", s, err)
+		}
+		if s, err := c.QueueStats(ctx, other); err != nil || s.Ready != 1 {
+			t.Errorf("the other queue: %+v, %v; want its message kept", s, err)
+		}
+		// An empty queue needs no --force.
+		ok(t, "", "--url", url, "queue", "delete", q, "--yes")
 	})
 }

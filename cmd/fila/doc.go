@@ -1,6 +1,7 @@
 // Command fila operates Fila queues on any supported broker: queue stats,
-// dead-letter inspection, replay and purge, enqueueing from scripts, schema
-// migrations, and moving a queue to another broker.
+// listing and deleting queues, dead-letter inspection, replay and purge,
+// enqueueing from scripts, schema migrations, and moving a queue to another
+// broker.
 //
 // Install it with
 //
@@ -14,6 +15,9 @@
 //	fila stats QUEUE...                 ready, delayed, leased, dead, oldest-ready age
 //	fila stats --json QUEUE...          the same as JSON
 //	fila stats --watch[=2s] QUEUE...    refresh until Ctrl-C (in place on a terminal)
+//	fila stats --all                    every queue the broker holds
+//	fila queue list [--json]            the queues that hold messages or dead letters
+//	fila queue delete QUEUE [--force] [--yes]
 //	fila dead list -q QUEUE [--kind K] [--limit N] [--cursor C] [--json]
 //	fila dead show -q QUEUE ID [--json | --raw]
 //	fila dead replay -q QUEUE (--id ID... | --kind K | --all)
@@ -43,20 +47,24 @@
 // target); without them the command exits 4 naming the driver and the flag
 // to drop, before anything moves.
 //
-// fila stats needs queue names: the driver contract has no way to list a
-// broker's queues.
+// fila queue list and fila stats --all need a driver that can list its
+// queues (backend.QueueLister): RabbitMQ cannot over AMQP, so name its
+// queues. fila queue delete removes a queue with its messages, dead letters
+// and broker structures; without --force it refuses a queue that holds
+// anything, and it asks for a y/N confirmation unless --yes.
 //
 // # Exit codes
 //
 //	0  success
-//	1  the operation failed (broker error, dead letter not found, purge declined)
+//	1  the operation failed (broker error, dead letter not found, purge or
+//	   delete declined, queue not empty without --force)
 //	2  usage error or invalid input: unknown command or flag, missing flag,
 //	   bad URL or URL parameter, invalid queue name, kind, header or delay,
 //	   body too large, PostgreSQL schema not migrated (run fila schema up)
 //	3  the broker cannot be reached (open or ping failed, or timed out)
 //	4  the broker's driver lacks the capability (stats, dead-letter
-//	   management, dedup keys, migrating delayed messages or dead letters);
-//	   the message names the driver
+//	   management, dedup keys, queue listing or deletion, migrating delayed
+//	   messages or dead letters); the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id
 //	   is printed on standard output
 //	130 interrupted (Ctrl-C) before the command finished; --watch ends with 0

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"strings"
 	"sync"
@@ -26,6 +27,8 @@ type broker struct {
 	instanceStats bool
 	// noDedup: the driver has no dedup keys.
 	noDedup bool
+	// noQueueList: the driver cannot list queues.
+	noQueueList bool
 }
 
 // brokers are the brokers every command is tested against. Adding a driver
@@ -37,7 +40,7 @@ var brokers = []broker{
 	// A fresh database per test: FerretDB can wedge a database after an
 	// interrupted operation (every later write fails with "interrupted").
 	{name: "mongo", url: freshMongo},
-	{name: "rabbitmq", url: func(t *testing.T) string { return testenv.RabbitMQURL(t) }, instanceStats: true, noDedup: true},
+	{name: "rabbitmq", url: func(t *testing.T) string { return testenv.RabbitMQURL(t) }, instanceStats: true, noDedup: true, noQueueList: true},
 }
 
 // forEachBroker runs f as a parallel subtest per broker.
@@ -120,11 +123,18 @@ func client(t *testing.T, url string) *fila.Client {
 	return c
 }
 
-// cleanupQueue purges the queue's messages when the test ends.
+// cleanupQueue deletes the queue when the test ends, or where the driver
+// cannot, drains its messages and purges its dead letters.
 func cleanupQueue(t *testing.T, c *fila.Client, queue string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if err := c.QueueDelete(ctx, queue, fila.QueueDeleteParams{Force: true}); !errors.Is(err, fila.ErrUnsupported) {
+			if err != nil {
+				t.Logf("cleanup: QueueDelete(%s): %v", queue, err)
+			}
+			return
+		}
 		// Drain ready and (short) delayed messages, purge dead letters.
 		for {
 			s, err := c.QueueStats(ctx, queue)

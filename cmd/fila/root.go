@@ -159,7 +159,7 @@ unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
 	root.PersistentFlags().StringVar(&a.url, "url", "", "broker URL (default $"+urlEnv+")")
 	root.PersistentFlags().DurationVar(&a.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the broker to answer")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{code: exitUsage, err: err, usage: true} })
-	root.AddCommand(newStatsCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a))
+	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a))
 	return root
 }
 

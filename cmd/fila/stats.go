@@ -21,13 +21,14 @@ const defaultWatch = 2 * time.Second
 
 type statsFlags struct {
 	json  bool
+	all   bool
 	watch time.Duration
 }
 
 func newStatsCmd(a *app) *cobra.Command {
 	var f statsFlags
 	cmd := &cobra.Command{
-		Use:   "stats QUEUE...",
+		Use:   "stats (QUEUE... | --all)",
 		Short: "Show ready, delayed, leased and dead counts and the oldest ready age of queues",
 		Long: `Show each queue's ready, delayed, leased and dead message counts and the age of
 its oldest ready message (how long the head of the queue has waited: the first
@@ -38,13 +39,21 @@ delayed and leased messages only for its own instance).
 
 --watch refreshes every 2s (or --watch=10s); on a terminal the table is
 redrawn in place, otherwise each refresh is printed after the last (one JSON
-document per line with --json). Stop with Ctrl-C.`,
+document per line with --json). Stop with Ctrl-C.
+
+--all shows every queue the broker holds (fila queue list), read again at each
+refresh; RabbitMQ cannot list its queues, so there name them.`,
 		Example: `  fila stats emails reports
+  fila stats --all
   fila stats --json emails
   fila stats --watch=5s emails`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("name at least one queue (fila stats QUEUE...)")
+		Args: func(cmd *cobra.Command, args []string) error {
+			all, _ := cmd.Flags().GetBool("all")
+			switch {
+			case all && len(args) > 0:
+				return usagef("--all cannot be combined with queue names")
+			case !all && len(args) == 0:
+				return usagef("name at least one queue (fila stats QUEUE...), or use --all")
 			}
 			return nil
 		},
@@ -58,7 +67,7 @@ document per line with --json). Stop with Ctrl-C.`,
 				if f.watch > 0 {
 					return a.watchStats(ctx, c, queues, f)
 				}
-				rows, err := collectStats(ctx, c, queues)
+				rows, err := collectStats(ctx, c, queues, f.all)
 				if err != nil {
 					return err
 				}
@@ -67,6 +76,7 @@ document per line with --json). Stop with Ctrl-C.`,
 		},
 	}
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON instead of a table")
+	cmd.Flags().BoolVar(&f.all, "all", false, "every queue the broker holds (not on RabbitMQ)")
 	cmd.Flags().DurationVar(&f.watch, "watch", 0, "refresh every interval until interrupted (bare --watch: 2s)")
 	cmd.Flags().Lookup("watch").NoOptDefVal = defaultWatch.String()
 	return cmd
@@ -92,7 +102,15 @@ type statsRow struct {
 	age        time.Duration
 }
 
-func collectStats(ctx context.Context, c *fila.Client, queues []string) ([]statsRow, error) {
+// collectStats reads the stats of queues, or with all of every queue
+// QueueList names.
+func collectStats(ctx context.Context, c *fila.Client, queues []string, all bool) ([]statsRow, error) {
+	if all {
+		var err error
+		if queues, err = c.QueueList(ctx); err != nil {
+			return nil, err
+		}
+	}
 	rows := make([]statsRow, 0, len(queues))
 	for _, q := range queues {
 		s, err := c.QueueStats(ctx, q)
@@ -200,7 +218,7 @@ func (a *app) watchStats(ctx context.Context, c *fila.Client, queues []string, f
 	for {
 		var buf bytes.Buffer
 		now := time.Now()
-		rows, err := collectStats(ctx, c, queues)
+		rows, err := collectStats(ctx, c, queues, f.all)
 		if ctx.Err() != nil {
 			return nil
 		}
