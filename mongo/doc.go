@@ -39,6 +39,22 @@
 // moves), so a key is free again once its holder is acked or dead, with no
 // partial index, which some compatible servers lack.
 //
+// # Listing and deleting queues
+//
+// Queues are not declared anywhere: a queue exists while a message or a
+// dead letter names it. QueueList reads the distinct queue names of the
+// messages and dead-letter collections (an aggregation sorting on and
+// grouping by the queue field, since FerretDB v1 refuses the distinct
+// command with a deadline), merged and sorted. QueueDelete is a deleteMany
+// of the queue's documents in each collection (dedup keys live in the
+// messages and go with them), in one transaction where the server has
+// them; a very large queue can then exceed the server's transaction time
+// limit (transactionLifetimeLimitSeconds), and the delete fails whole.
+// Without transactions the messages go first, then the dead letters, so a
+// Dead racing the deletion finds its lease lost; a DeadReplay racing it can
+// leave replayed messages behind. Deliveries leased from a deleted queue
+// get ErrLeaseLost when settled; the queue can be used again at once.
+//
 // # Delivery semantics
 //
 // At least once. A message whose lease passes without settlement is

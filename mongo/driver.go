@@ -98,8 +98,9 @@ type Capabilities struct {
 
 // Driver is Fila's MongoDB driver. It implements backend.Driver and the
 // optional Deduper, DeadLetterer, StatsReader, TxEnqueuer, DelayedReceiver,
-// DeadImporter, Pinger and Namer interfaces. Create it with New or open it
-// with fila.Open and a mongodb:// or mongodb+srv:// URL.
+// DeadImporter, QueueLister, QueueDeleter, Pinger and Namer interfaces.
+// Create it with New or open it with fila.Open and a mongodb:// or
+// mongodb+srv:// URL.
 type Driver struct {
 	client *gomongo.Client
 	owns   bool
@@ -141,6 +142,8 @@ var (
 
 	_ backend.DelayedReceiver = (*Driver)(nil)
 	_ backend.DeadImporter    = (*Driver)(nil)
+	_ backend.QueueLister     = (*Driver)(nil)
+	_ backend.QueueDeleter    = (*Driver)(nil)
 )
 
 // New returns a driver over a connected client that the caller owns: Close
