@@ -317,11 +317,21 @@ func (d *Driver) deadOp(ctx context.Context, queue string, f backend.DeadFilter,
 	return len(sel), nil
 }
 
-// DeleteQueue deletes queue's RabbitMQ topology: the main queue, the
-// dead-letter queue and exchange, and its delay queues (found by probing
-// every possible delay queue name, see ReceiveDelayed). Messages in them are lost.
-// It is for tests and tooling; Fila itself never deletes queues.
-func (d *Driver) DeleteQueue(ctx context.Context, queue string) error {
+// QueueDelete deletes queue's RabbitMQ topology with every message in it:
+// its delay queues (found by probing every possible delay queue name, see
+// ReceiveDelayed, so those other instances created go too), the main queue,
+// and the dead-letter queue and exchange. Deleting what does not exist is
+// not an error (queue.delete and exchange.delete of a missing name succeed).
+//
+// Then every driver instance of this process on the same broker, vhost and
+// prefix (this one included) forgets the queue: its declarations (the next
+// call declares the topology again, so the queue can be used at once), the
+// delay queues it knew for stats, and its consumer channel for the queue,
+// which is closed with its buffered messages and leases (settling those
+// returns ErrLeaseLost). Instances in other processes learn of it when the
+// broker cancels their consumer of the deleted queue (basic.cancel), which
+// has them drop that channel the same way.
+func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 	n, err := d.names(queue)
 	if err != nil {
 		return err
@@ -330,9 +340,11 @@ func (d *Driver) DeleteQueue(ctx context.Context, queue string) error {
 	if err != nil {
 		return err
 	}
-	s.forget(queue, n)
-	del := []string{n.main, n.dead}
+	// Whatever happens below, nothing cached about the queue can be trusted
+	// any more: dropping it costs at most a declaration.
+	defer d.broadcastDeleted(queue, n)
 	known := map[int64]bool{}
+	var del []string
 	for _, ms := range d.buckets(queue) {
 		known[ms] = true
 		del = append(del, n.delay(ms))
@@ -346,6 +358,9 @@ func (d *Driver) DeleteQueue(ctx context.Context, queue string) error {
 			del = append(del, n.delay(dq.ms))
 		}
 	}
+	// Delay queues first: their messages dead-letter into the main queue,
+	// which must not be declared again meanwhile and catch them.
+	del = append(del, n.main, n.dead)
 	err = s.withCtl(ctx, func(ch *amqp.Channel) error {
 		for _, name := range del {
 			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
@@ -355,4 +370,10 @@ func (d *Driver) DeleteQueue(ctx context.Context, queue string) error {
 		return ch.ExchangeDelete(n.dead, false, false)
 	})
 	return mapErr(ctx, "delete queue", err)
+}
+
+// DeleteQueue is QueueDelete under its older name, kept for existing
+// callers (tests and tools written before backend.QueueDeleter).
+func (d *Driver) DeleteQueue(ctx context.Context, queue string) error {
+	return d.QueueDelete(ctx, queue)
 }

@@ -59,10 +59,14 @@ func TestBlockedConnection(t *testing.T) {
 }
 
 // TestQueueDeletedBehindTheDriver: a publish to a queue deleted by someone
-// else is returned (mandatory) and fails with ErrUnroutable; the driver then
+// else (another process: QueueDelete in this one tells every instance) is
+// returned (mandatory) and fails with ErrUnroutable; the driver then
 // declares the topology again and the next Enqueue works.
 func TestQueueDeletedBehindTheDriver(t *testing.T) {
 	d, other := openTest(t), openTest(t)
+	unregister(other) // out of d's scope, as if in another process
+	other.scope += "\x00elsewhere"
+	register(other)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	q := "rmqtest-deleted-" + d.nonce

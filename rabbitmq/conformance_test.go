@@ -25,6 +25,7 @@ func TestConformance(t *testing.T) {
 			conformance.FeatureAtomicBatch: "a failed batch publish may have stored some of its messages",
 			conformance.FeatureOldestReady: "RabbitMQ does not report the age of a queue's head without the management plugin",
 			conformance.FeatureDeadByKind:  "counting dead letters by kind would need reading the whole dead queue",
+			conformance.FeatureQueueList:   "AMQP 0-9-1 has no way to list queues, and the driver does not use the management plugin",
 		},
 		RedeliveryBound: 3 * time.Second,
 		WakeupBound:     time.Second,

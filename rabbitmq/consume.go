@@ -350,6 +350,9 @@ func (p *puller) open(ctx context.Context) (*chanState, error) {
 	}
 	cs := &chanState{ch: ch, gen: p.d.seq.Add(1), entries: map[uint64]*entry{}}
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	// The broker cancels a consumer (basic.cancel) when its queue is
+	// deleted. amqp091 closes this channel when ch closes.
+	cancels := ch.NotifyCancel(make(chan string, 1))
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -372,7 +375,62 @@ func (p *puller) open(ctx context.Context) (*chanState, error) {
 			p.d.log.Debug("rabbitmq: consumer channel closed; its leases are lost", slog.String("queue", p.queue), slog.Any("error", e))
 		}
 	}()
+	p.d.wg.Add(1)
+	go func() {
+		defer p.d.wg.Done()
+		for range cancels {
+			p.cancelledByBroker(cs)
+		}
+	}()
 	return cs, nil
+}
+
+// cancelledByBroker handles the broker's basic.cancel of a consumer on cs:
+// the queue was deleted (by another process, or a tool). The declarations
+// are forgotten, so the next call declares the queue again, and cs is
+// dropped with its buffered messages and leases, which belonged to the
+// deleted queue (settling them returns ErrLeaseLost). If the queue was not
+// deleted after all, closing cs requeues its messages: nothing is lost.
+func (p *puller) cancelledByBroker(cs *chanState) {
+	p.d.log.Debug("rabbitmq: the broker cancelled a consumer (queue deleted); dropping its channel and leases", slog.String("queue", p.queue))
+	p.d.mu.Lock()
+	s := p.d.sess
+	p.d.mu.Unlock()
+	if s != nil {
+		s.forget(p.queue, p.n)
+	}
+	// Closing cs waits for the broker's reply, which the connection's reader
+	// delivers; it must not wait here, where that reader hands over cancels.
+	p.d.wg.Add(1)
+	go func() {
+		defer p.d.wg.Done()
+		p.dropChannel(cs)
+	}()
+}
+
+// current returns the puller's channel, nil when it has none.
+func (p *puller) current() *chanState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cs
+}
+
+// dropChannel forgets cs with its buffered messages and leases (settling
+// them returns ErrLeaseLost) and closes it, which requeues whatever of them
+// still exists; the next Receive opens a fresh channel.
+func (p *puller) dropChannel(cs *chanState) {
+	if cs == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.cs != cs {
+		p.mu.Unlock()
+		return
+	}
+	p.cs = nil
+	p.broadcastLocked()
+	p.mu.Unlock()
+	_ = cs.ch.Close()
 }
 
 func (cs *chanState) call(fn func() error) error {

@@ -152,7 +152,7 @@
 // and are hopping to a shorter delay queue are not seen. If a delay queue
 // disappears between the probe and the get (deleted, or expired), the get
 // closes the puller's channel and its leases are lost (the broker requeues
-// their messages). DeleteQueue uses the same probe, so it deletes delay
+// their messages). QueueDelete uses the same probe, so it deletes delay
 // queues other instances created too.
 //
 // DeadImport publishes the letters (confirmed, persistent) to the
@@ -161,6 +161,25 @@
 // holds, which it learns by reading the whole dead queue as DeadList does:
 // each call costs one round trip per dead letter already stored (O(dead
 // letters)), and two imports running at once may both store a letter.
+//
+// Deleting a queue (backend.QueueDeleter). QueueDelete deletes the queue's
+// delay queues (known ones and those the probe finds), then the main queue,
+// the dead-letter queue and its exchange, with every message in them;
+// deleting what does not exist is not an error. Every driver instance of
+// the process on the same broker address, vhost and prefix then forgets the
+// queue at once: its declarations (the next call declares the topology
+// again, so the queue is usable at once), the delay queues its stats count,
+// and its consumer channel for the queue, which is closed with its buffered
+// messages and leases, so settling a delivery leased from the deleted queue
+// returns ErrLeaseLost. Instances in other processes (or reaching the broker
+// under another host name) learn of it when the broker cancels their
+// consumer of the deleted queue (basic.cancel, a few milliseconds later) and
+// drop that channel the same way; one holding leases with no consumer
+// running (it was parked while idle, or the leases are of messages taken by
+// ReceiveDelayed) is not told, and settling such a lease succeeds without
+// effect. Queues cannot be listed (backend.QueueLister is
+// not implemented): AMQP 0-9-1 has no such method and the driver does not
+// use the management plugin.
 //
 // Dedup keys (R11) and transactional
 // enqueue are not supported: RabbitMQ has neither a key check over a queue's

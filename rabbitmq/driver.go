@@ -17,11 +17,14 @@ import (
 
 // Driver is a Fila driver over one RabbitMQ connection (reconnected
 // automatically). It implements backend.Driver, DeadLetterer, StatsReader,
-// Pinger and Namer. Build it with Open or New; share one per process.
+// QueueDeleter, DelayedReceiver, DeadImporter, Pinger and Namer (not
+// QueueLister: AMQP 0-9-1 cannot list queues). Build it with Open or New;
+// share one per process.
 type Driver struct {
 	opts  Options
 	log   *slog.Logger
 	nonce string        // tells this instance's receipts from others'
+	scope string        // broker, vhost and prefix: instances that share queues
 	seq   atomic.Uint64 // channel generations and consumer tags
 
 	mu      sync.Mutex
@@ -41,6 +44,7 @@ var (
 	_ backend.Driver       = (*Driver)(nil)
 	_ backend.DeadLetterer = (*Driver)(nil)
 	_ backend.StatsReader  = (*Driver)(nil)
+	_ backend.QueueDeleter = (*Driver)(nil)
 	_ backend.Pinger       = (*Driver)(nil)
 	_ backend.Namer        = (*Driver)(nil)
 )
@@ -63,6 +67,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		opts:         o,
 		log:          o.Logger.With(slog.String("driver", "rabbitmq")),
 		nonce:        hex.EncodeToString(nb[:]),
+		scope:        scopeOf(o),
 		sessCh:       make(chan struct{}),
 		closeCh:      make(chan struct{}),
 		pullers:      map[string]*puller{},
@@ -93,6 +98,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	}
 	d.sess = r.s
 	close(d.sessCh)
+	register(d)
 	d.wg.Add(2)
 	go d.supervise(r.s)
 	go d.janitor()
@@ -283,6 +289,7 @@ func (d *Driver) Close() error {
 	}
 	d.closed = true
 	close(d.closeCh)
+	unregister(d)
 	ps := make([]*puller, 0, len(d.pullers))
 	for _, p := range d.pullers {
 		ps = append(ps, p)
@@ -306,4 +313,81 @@ func (d *Driver) Close() error {
 	}
 	d.wg.Wait()
 	return nil
+}
+
+// instances are the open drivers of this process by scope, so that
+// QueueDelete can make every instance that uses the queue forget it at once
+// (instances in other processes learn of it from the broker's basic.cancel).
+var instances = struct {
+	mu sync.Mutex
+	m  map[string]map[*Driver]struct{}
+}{m: map[string]map[*Driver]struct{}{}}
+
+// scopeOf names the queues a driver with o sees: the broker address, the
+// vhost and the prefix. Two URLs naming one broker differently (localhost
+// and 127.0.0.1) make two scopes; the broker's cancel notification covers
+// that case too, a moment later.
+func scopeOf(o Options) string {
+	u, err := amqp.ParseURI(o.URL)
+	if err != nil {
+		return o.URL + "\x00" + o.Prefix
+	}
+	return fmt.Sprintf("%s:%d/%s\x00%s", u.Host, u.Port, u.Vhost, o.Prefix)
+}
+
+func register(d *Driver) {
+	instances.mu.Lock()
+	defer instances.mu.Unlock()
+	m := instances.m[d.scope]
+	if m == nil {
+		m = map[*Driver]struct{}{}
+		instances.m[d.scope] = m
+	}
+	m[d] = struct{}{}
+}
+
+func unregister(d *Driver) {
+	instances.mu.Lock()
+	defer instances.mu.Unlock()
+	delete(instances.m[d.scope], d)
+	if len(instances.m[d.scope]) == 0 {
+		delete(instances.m, d.scope)
+	}
+}
+
+// broadcastDeleted tells every open instance of this process in d's scope
+// (d included) that queue was deleted.
+func (d *Driver) broadcastDeleted(queue string, n names) {
+	instances.mu.Lock()
+	ds := make([]*Driver, 0, len(instances.m[d.scope])+1)
+	for o := range instances.m[d.scope] {
+		ds = append(ds, o)
+	}
+	instances.mu.Unlock()
+	self := false
+	for _, o := range ds {
+		self = self || o == d
+		o.forgetQueue(queue, n)
+	}
+	if !self {
+		d.forgetQueue(queue, n)
+	}
+}
+
+// forgetQueue drops what this instance knows about queue after it was
+// deleted: its declarations (the next call declares the topology again),
+// the delay queues stats count, and its consumer channel with the buffered
+// messages and leases on it (settling those returns ErrLeaseLost).
+func (d *Driver) forgetQueue(queue string, n names) {
+	d.mu.Lock()
+	delete(d.delayBuckets, queue)
+	s := d.sess
+	p := d.pullers[queue]
+	d.mu.Unlock()
+	if s != nil {
+		s.forget(queue, n)
+	}
+	if p != nil {
+		p.dropChannel(p.current())
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -187,8 +188,9 @@ func (s *session) forget(queue string, n names) {
 	s.declMu.Lock()
 	defer s.declMu.Unlock()
 	delete(s.declared, queue)
+	prefix := n.main + delayInfix
 	for name := range s.delays {
-		if len(name) > len(n.main) && name[:len(n.main)] == n.main {
+		if strings.HasPrefix(name, prefix) {
 			delete(s.delays, name)
 		}
 	}
