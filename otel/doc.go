@@ -13,7 +13,8 @@
 //	inst.Instrument(&cfg)
 //	w, err := worker.New(client, cfg)
 //
-//	// Queue gauges, polled every 15s.
+//	// Queue gauges, polled every 15s (nil instead of names: every queue
+//	// the broker holds, listed at each poll; not on RabbitMQ).
 //	obs, err := filaotel.NewObserver(client, []string{"emails"})
 //	go obs.Run(ctx)
 //

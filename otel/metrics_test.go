@@ -3,6 +3,7 @@ package filaotel_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -222,8 +223,8 @@ func drain(t testing.TB, c *fila.Client, q string) {
 
 func TestObserverErrors(t *testing.T) {
 	c := open(t, "mem://"+unique("obs"))
-	if _, err := filaotel.NewObserver(c, nil); err == nil {
-		t.Error("NewObserver without queues succeeded")
+	if _, err := filaotel.NewObserver(c, []string{}); err == nil {
+		t.Error("NewObserver with an empty, non-nil queue list succeeded")
 	}
 	if _, err := filaotel.NewObserver(c, []string{"bad name"}); !errors.Is(err, fila.ErrInvalid) {
 		t.Errorf("NewObserver with a bad queue name: %v", err)
@@ -308,5 +309,56 @@ func TestPanickingJob(t *testing.T) {
 	}
 	if got["panic"] != 1 || got[""] != 1 || len(got) != 2 {
 		t.Errorf("durations by error.type = %v; want one panic, one success", got)
+	}
+}
+
+// TestObserverEveryQueue: an Observer made without queue names reports
+// every queue QueueList names at each poll, picking up new queues and
+// dropping deleted ones.
+func TestObserverEveryQueue(t *testing.T) {
+	c := open(t, "mem://"+unique("obsall"))
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	obs, err := filaotel.NewObserver(c, nil, filaotel.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Close() })
+	queuesReported := func() []string {
+		t.Helper()
+		if err := obs.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		if m, ok := collect(t, reader)[filaotel.MetricQueueMessages]; ok {
+			for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+				v, _ := dp.Attributes.Value(filaotel.AttrDestination)
+				seen[v.AsString()] = true
+			}
+		}
+		out := make([]string, 0, len(seen))
+		for q := range seen {
+			out = append(out, q)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := queuesReported(); len(got) != 0 {
+		t.Errorf("an empty broker reported %v", got)
+	}
+	for _, q := range []string{"a", "b"} {
+		if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := queuesReported(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("reported %v, want [a b]", got)
+	}
+	if err := c.QueueDelete(ctx, "a", fila.QueueDeleteParams{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := queuesReported(); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("after deleting a, reported %v, want [b]", got)
 	}
 }

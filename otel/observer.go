@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -33,8 +34,11 @@ const staleAfter = 3
 // or dead letters per kind have no such series. A kind whose dead letters were all replayed or purged is
 // reported as 0, not dropped, so its series ends at zero.
 type Observer struct {
-	c        *fila.Client
-	queues   []string
+	c *fila.Client
+	// all: observe every queue Client.QueueList names, listed again at
+	// each poll.
+	all      bool
+	queues   []string // guarded by mu when all is set
 	system   string
 	interval time.Duration
 	log      *slog.Logger
@@ -59,9 +63,15 @@ type queueState struct {
 // with the meter provider (WithMeterProvider, default the global one). The
 // poll interval is WithPollInterval (default DefaultPollInterval). Call
 // Close to unregister the gauges.
+//
+// With no queues (nil) it observes every queue the broker holds: each poll
+// lists them with Client.QueueList first, so queues created later are
+// picked up and deleted ones stop being reported. On a driver that cannot
+// list queues (RabbitMQ) every poll then fails with fila.ErrUnsupported:
+// name the queues there.
 func NewObserver(c *fila.Client, queues []string, opts ...Option) (*Observer, error) {
-	if len(queues) == 0 {
-		return nil, errors.New("filaotel: NewObserver needs at least one queue")
+	if queues != nil && len(queues) == 0 {
+		return nil, errors.New("filaotel: NewObserver needs at least one queue, or nil for every queue")
 	}
 	for _, q := range queues {
 		if err := fila.ValidateQueueName(q); err != nil {
@@ -70,7 +80,7 @@ func NewObserver(c *fila.Client, queues []string, opts ...Option) (*Observer, er
 	}
 	cfg := newConfig(opts)
 	o := &Observer{
-		c: c, queues: append([]string(nil), queues...), system: systemOf(c),
+		c: c, all: queues == nil, queues: append([]string(nil), queues...), system: systemOf(c),
 		interval: cfg.interval, log: cfg.log, now: time.Now,
 		state: map[string]*queueState{},
 	}
@@ -126,8 +136,26 @@ func (o *Observer) Run(ctx context.Context) error {
 // whose stats could not be read (including fila.ErrUnsupported from a
 // driver without stats).
 func (o *Observer) Poll(ctx context.Context) error {
+	queues := o.queues
+	if o.all {
+		lctx, cancel := context.WithTimeout(ctx, o.interval)
+		qs, err := o.c.QueueList(lctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("listing queues: %w", err)
+		}
+		queues = qs
+		o.mu.Lock()
+		o.queues = qs
+		for q := range o.state {
+			if _, listed := slices.BinarySearch(qs, q); !listed {
+				delete(o.state, q)
+			}
+		}
+		o.mu.Unlock()
+	}
 	var errs []error
-	for _, q := range o.queues {
+	for _, q := range queues {
 		qctx, cancel := context.WithTimeout(ctx, o.interval)
 		s, err := o.c.QueueStats(qctx, q)
 		cancel()
