@@ -675,3 +675,44 @@ func TestQueueListKeepsToItsPrefix(t *testing.T) {
 		t.Errorf("after QueueDelete, QueueList = %v, %v; want [later]", qs, err)
 	}
 }
+
+// A takeover that takes only part of an expired batch leaves the rest with
+// its holder: the holder's ack of the taken entry is stale, its acks of the
+// others succeed.
+func TestPartialTakeoverFencesStaleAck(t *testing.T) { bothPaths(t, testPartialTakeover) }
+
+func testPartialTakeover(t *testing.T, e *env) {
+	const q = "partial"
+	holder, other := e.driver(t, redis.Options{}), e.driver(t, redis.Options{})
+	ctx := testCtx(t)
+	ms := []backend.Message{msg(t, "a"), msg(t, "b"), msg(t, "c")}
+	if _, err := holder.Enqueue(ctx, q, ms); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := holder.Receive(ctx, q, backend.ReceiveParams{Max: 10, Lease: 200 * time.Millisecond})
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("Receive: %d, %v", len(ds), err)
+	}
+	taken, err := other.Receive(ctx, q, backend.ReceiveParams{Max: 1, Lease: time.Minute})
+	if err != nil || len(taken) != 1 || taken[0].Attempt != 2 {
+		t.Fatalf("takeover of one: %v, %v", taken, err)
+	}
+	refs := []backend.Ref{ref(q, ds[0]), ref(q, ds[1]), ref(q, ds[2])}
+	errs, err := holder.Ack(ctx, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range ds {
+		want := error(nil)
+		if d.ID == taken[0].ID {
+			want = backend.ErrLeaseLost
+		}
+		if !errors.Is(errs[i], want) && errs[i] != want {
+			t.Errorf("holder's Ack of %s (taken over: %v) = %v", d.Kind, d.ID == taken[0].ID, errs[i])
+		}
+	}
+	if errs, err := other.Ack(ctx, []backend.Ref{ref(q, taken[0])}); err != nil || errs[0] != nil {
+		t.Errorf("new holder's Ack: %v, %v", errs, err)
+	}
+	assertNoLeases(t, e, q)
+}
