@@ -44,6 +44,17 @@ var brokers = []struct {
 // quiet discards the workers' logs.
 var quiet = slog.New(slog.DiscardHandler)
 
+// tempQueue returns a unique queue name on c, deleted when the test ends.
+func tempQueue(t *testing.T, c *fila.Client, prefix string) string {
+	q := unique(prefix)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: true})
+	})
+	return q
+}
+
 func unique(prefix string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)

@@ -23,7 +23,7 @@ func TestWorkerMetrics(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			c := open(t, b.url(t))
-			q := unique("metrics")
+			q := tempQueue(t, c, "metrics")
 			reader := sdkmetric.NewManualReader()
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })

@@ -24,7 +24,7 @@ func TestTraceThroughBroker(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			c := open(t, b.url(t))
-			q := unique("trace")
+			q := tempQueue(t, c, "trace")
 			spans := tracetest.NewSpanRecorder()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })

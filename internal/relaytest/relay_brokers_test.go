@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -446,6 +447,9 @@ func cleanupRelayQueue(t *testing.T, c *fila.Client, q string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		if err := c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: true}); !errors.Is(err, fila.ErrUnsupported) {
+			return
+		}
 		_, _ = c.DeadPurge(ctx, q, fila.DeadFilter{})
 		for {
 			rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
