@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -715,4 +716,40 @@ func testPartialTakeover(t *testing.T, e *env) {
 		t.Errorf("new holder's Ack: %v, %v", errs, err)
 	}
 	assertNoLeases(t, e, q)
+}
+
+// A sweep pass ends even while every Receive reads a full batch: it walks
+// the stream only up to where the group had read when the pass began (a
+// pass chasing the newest reads never ended, and every Receive paid for a
+// step).
+func TestSweepPassEnds(t *testing.T) { bothPaths(t, testSweepPassEnds) }
+
+func testSweepPassEnds(t *testing.T, e *env) {
+	const q = "sweep-ends"
+	c := e.client(t, redis.Options{SweepEvery: time.Hour})
+	ctx := testCtx(t)
+	msgs := make([]fila.Message, 500)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "x"}
+	}
+	if _, err := c.EnqueueBatch(ctx, q, msgs); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		ds := receive(t, c, q, fila.ReceiveParams{Max: 100, Lease: time.Minute})
+		if len(ds) != 100 {
+			t.Fatalf("receive %d: %d deliveries", i, len(ds))
+		}
+		if err := c.AckBatch(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := e.raw.HGetAll(ctx, redis.QueueKeys(e.prefix, q)[redis.KeySweep]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, _ := strconv.ParseInt(st["t"], 10, 64)
+	if st["c"] != "0-0" || time.UnixMilli(next).Before(time.Now().Add(30*time.Minute)) {
+		t.Errorf("sweep state %v: want the pass ended (cursor 0-0) and the next one an hour away", st)
+	}
 }

@@ -301,8 +301,8 @@ end
 -- foreign XREADGROUP, or a lease whose deadline was never recorded) an
 -- expired deadline once they were idle orphanIdle ms, so the next takeover
 -- hands their entries out, and by forgetting empty ones idle for an hour.
--- Then it walks the stream up to the group's last-delivered id, 100 entries a
--- step: an entry there that is not pending lost its pending entry (a group
+-- Then it walks the stream up to the group's last-delivered id when the pass
+-- began, 100 entries a step: an entry there that is not pending lost its pending entry (a group
 -- destroyed and recreated, a consumer deleted by hand) and is re-added as a
 -- new entry, its lost delivery counted. A pass with more steps runs one per
 -- Receive until it is done.
@@ -310,8 +310,13 @@ local function sweep(g, now, sweepEvery, orphanIdle)
   if sweepEvery <= 0 or now < tonumber(redis.call('HGET', KW, 't') or '0') then return end
   local last = last_delivered(g)
   if not last then return end
+  -- a pass walks up to the last-delivered id of its start ('e'): later
+  -- reads would make it a moving target
   local cur = redis.call('HGET', KW, 'c') or '0-0'
+  local stop = redis.call('HGET', KW, 'e') or last
   if cur == '0-0' then
+    stop = last
+    redis.call('HSET', KW, 'e', stop)
     local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
     if not is_err(cs) then
       for _, ci in ipairs(cs) do
@@ -326,7 +331,7 @@ local function sweep(g, now, sweepEvery, orphanIdle)
       end
     end
   end
-  local es = redis.call('XRANGE', KS, '(' .. cur, last, 'COUNT', 100)
+  local es = redis.call('XRANGE', KS, '(' .. cur, stop, 'COUNT', 100)
   if #es > 0 then
     local pend = {}
     for _, p in ipairs(redis.call('XPENDING', KS, g, es[1][1], es[#es][1], #es)) do pend[p[1]] = true end
@@ -341,7 +346,7 @@ local function sweep(g, now, sweepEvery, orphanIdle)
       end
     end
   end
-  if #es < 100 then
+  if #es < 100 or es[#es][1] == stop then
     redis.call('HSET', KW, 'c', '0-0', 't', now + sweepEvery)
   else
     redis.call('HSET', KW, 'c', es[#es][1], 't', now)
