@@ -149,7 +149,7 @@
 // XREADGROUP, or a read whose deadline was never recorded) an expired one
 // after Options.OrphanIdle, so the next takeover hands their entries out, and
 // forgets empty ones idle for an hour. And it walks the stream up to the
-// group's last-delivered id, 100 entries per Receive: an entry there that is
+// group's last-delivered id as of the pass's start, 100 entries per Receive: an entry there that is
 // not pending lost its pending entry (a group destroyed and recreated from
 // "$", a consumer deleted by hand) and is re-added as a new entry with that
 // delivery counted. An entry deleted from the stream behind the driver's back
