@@ -462,11 +462,13 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 
 // appendAckBlock appends one lease token's block of the ack script's
 // arguments: token, lowest and highest stream id ("" when all are early
-// deliveries' pseudo ids), count, stream ids.
+// deliveries' pseudo ids), count, count of pseudo ids, ids.
 func appendAckBlock(args []any, tok string, sids []string) []any {
 	var lo, hi string
+	early := 0
 	for _, sid := range sids {
 		if isPseudoID(sid) {
+			early++
 			continue
 		}
 		if lo == "" || sidLess(sid, lo) {
@@ -476,7 +478,7 @@ func appendAckBlock(args []any, tok string, sids []string) []any {
 			hi = sid
 		}
 	}
-	args = append(args, tok, lo, hi, len(sids))
+	args = append(args, tok, lo, hi, len(sids), early)
 	for _, sid := range sids {
 		args = append(args, sid)
 	}

@@ -144,13 +144,27 @@ local function unindex(sid, free)
 end
 
 -- release deletes lease consumer c, with its deadline and its mark in the
--- moved set, when it holds nothing.
-local function release(g, c)
+-- moved set (unless the caller knows it has none), when it holds nothing.
+local function release(g, c, unmoved)
   local p = redis.pcall('XPENDING', KS, g, '-', '+', 1, c)
   if is_err(p) or #p == 0 then
     redis.pcall('XGROUP', 'DELCONSUMER', KS, g, c)
     redis.call('ZREM', KX, c)
-    redis.call('SREM', KT, c)
+    if not unmoved then redis.call('SREM', KT, c) end
+  end
+end
+
+-- free_indexed frees the dedup keys indexed for the stream ids sids (acked
+-- or dead: their messages are done).
+local function free_indexed(sids)
+  if redis.call('EXISTS', KU) == 0 then return end
+  local us = redis.call('HMGET', KU, unpack(sids))
+  for k, r in ipairs(us) do
+    if r then
+      local nl = string.find(r, '\n', 1, true)
+      free_dedup(string.sub(r, nl + 1), string.sub(r, 1, nl - 1))
+      redis.call('HDEL', KU, sids[k])
+    end
   end
 end
 
@@ -539,31 +553,46 @@ return out
 
 // ARGV: group, then one block per lease token: token, lowest and highest
 // stream id of the block's stream deliveries (empty when it has none), number
-// of stream ids, stream ids (pseudo ids of early deliveries included).
+// of ids, number of them that are early deliveries' pseudo ids, ids.
 // Returns the positions (1-based, across blocks) of the stream ids whose lease
 // was lost; the others are acked.
 //
 // A lease consumer that still has its deadline and never lost an entry to
 // another consumer (it is not in the moved set) holds every entry of its
 // batch that is still pending, so its block is checked by XACK's count: when
-// it acks them all, all were current. Otherwise, and for a consumer that lost
+// it acks them all, all were current (and a block of stream ids only is then
+// settled without looking at each). Otherwise, and for a consumer that lost
 // entries (takeover, Extend), each entry is checked against the pending list.
 const luaAck = `
 local g = ARGV[1]
 local lost = {}
-local ok, xack, done, used = {}, {}, {}, {}
+local ok, xack, done, used, unmoved = {}, {}, {}, {}, {}
 local i, pos = 2, 0
 while i <= #ARGV do
-  local tok, lo, hi, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
-  local first = i + 4
+  local tok, lo, hi, n, ne = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  local first = i + 5
   i = first + n
   local c = 'l' .. tok
-  local clean = false
+  local clean, settled = false, false
   local have = {}
   if lo ~= '' then
-    used[#used + 1] = c
     clean = redis.call('ZSCORE', KX, c) and redis.call('SISMEMBER', KT, c) == 0
-    if clean then
+    if clean then unmoved[#unmoved + 1] = c else used[#used + 1] = c end
+    if clean and ne == 0 then
+      if redis.call('XACK', KS, g, unpack(ARGV, first, i - 1)) == n then
+        redis.call('XDEL', KS, unpack(ARGV, first, i - 1))
+        if redis.call('EXISTS', KU) == 1 then free_indexed({unpack(ARGV, first, i - 1)}) end
+        pos = pos + n
+        settled = true
+      else
+        -- some were settled before (or are repeated): the others are the
+        -- entries still in the stream
+        for k = first, i - 1 do
+          local sid = ARGV[k]
+          if not have[sid] and #redis.call('XRANGE', KS, sid, sid) > 0 then have[sid] = true end
+        end
+      end
+    elseif clean then
       local l = {}
       for k = first, i - 1 do
         if not is_early(ARGV[k]) then l[#l + 1] = ARGV[k] end
@@ -585,7 +614,7 @@ while i <= #ARGV do
       end
     end
   end
-  for k = first, i - 1 do
+  for k = first, settled and first - 1 or i - 1 do
     pos = pos + 1
     local sid = ARGV[k]
     local good = false
@@ -620,18 +649,10 @@ end
 if #xack > 0 then redis.pcall('XACK', KS, g, unpack(xack)) end
 if #ok > 0 then
   redis.call('XDEL', KS, unpack(ok))
-  if redis.call('EXISTS', KU) == 1 then
-    local us = redis.call('HMGET', KU, unpack(ok))
-    for k, r in ipairs(us) do
-      if r then
-        local nl = string.find(r, '\n', 1, true)
-        free_dedup(string.sub(r, nl + 1), string.sub(r, 1, nl - 1))
-        redis.call('HDEL', KU, ok[k])
-      end
-    end
-  end
+  free_indexed(ok)
 end
 for _, c in ipairs(used) do release(g, c) end
+for _, c in ipairs(unmoved) do release(g, c, true) end
 return lost
 `
 
