@@ -1,7 +1,5 @@
 package redis
 
-import goredis "github.com/redis/go-redis/v9"
-
 // Every script gets the twelve keys of one queue (keys.list) and runs on the
 // broker's clock. Stream entries carry the message as fields:
 //
@@ -839,8 +837,6 @@ local a = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'WITHSCORES', 'LIMIT', 0,
 if #a > 0 then older(tonumber(a[2])) end
 return {ready + dueDelayed + expired, delayed, leased, redis.call('XLEN', KDEAD), oldest, redis.call('HGETALL', KDK)}
 `
-
-func script(body string) *goredis.Script { return goredis.NewScript(luaPrelude + body) }
 
 var (
 	scriptEnqueue = script(luaEnqueue)
