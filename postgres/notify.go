@@ -99,8 +99,12 @@ func (n *notifier) idle() bool {
 	return len(n.state) == 0
 }
 
-// close stops the notifier and waits for notifications in flight.
+// close stops the notifier and waits for notifications in flight. The
+// cancel happens under mu, so a kick either started its goroutine before
+// (and Wait waits for it) or sees the cancelled context and starts none.
 func (n *notifier) close() {
+	n.mu.Lock()
 	n.cancel()
+	n.mu.Unlock()
 	n.wg.Wait()
 }
