@@ -128,6 +128,13 @@ local function xadd(f)
   return sid
 end
 
+-- free_indexed_key frees the dedup key of a dedup index record
+-- ("message id\ndedup key").
+local function free_indexed_key(r)
+  local nl = string.find(r, '\n', 1, true)
+  free_dedup(string.sub(r, nl + 1), string.sub(r, 1, nl - 1))
+end
+
 -- unindex forgets the dedup index of stream entry sid, freeing its dedup key
 -- when free is set (the message is done) and keeping it otherwise (the
 -- message lives on in a new entry).
@@ -135,10 +142,7 @@ local function unindex(sid, free)
   local r = redis.call('HGET', KU, sid)
   if not r then return end
   redis.call('HDEL', KU, sid)
-  if free then
-    local nl = string.find(r, '\n', 1, true)
-    free_dedup(string.sub(r, nl + 1), string.sub(r, 1, nl - 1))
-  end
+  if free then free_indexed_key(r) end
 end
 
 -- release deletes lease consumer c, with its deadline and its mark in the
@@ -159,8 +163,7 @@ local function free_indexed(sids)
   local us = redis.call('HMGET', KU, unpack(sids))
   for k, r in ipairs(us) do
     if r then
-      local nl = string.find(r, '\n', 1, true)
-      free_dedup(string.sub(r, nl + 1), string.sub(r, 1, nl - 1))
+      free_indexed_key(r)
       redis.call('HDEL', KU, sids[k])
     end
   end
@@ -576,28 +579,26 @@ while i <= #ARGV do
   if lo ~= '' then
     clean = redis.call('ZSCORE', KX, c) and redis.call('SISMEMBER', KT, c) == 0
     if clean then unmoved[#unmoved + 1] = c else used[#used + 1] = c end
-    if clean and ne == 0 then
-      if redis.call('XACK', KS, g, unpack(ARGV, first, i - 1)) == n then
-        redis.call('XDEL', KS, unpack(ARGV, first, i - 1))
-        if redis.call('EXISTS', KU) == 1 then free_indexed({unpack(ARGV, first, i - 1)}) end
-        pos = pos + n
-        settled = true
+    if clean then
+      local l
+      if ne == 0 then
+        l = {unpack(ARGV, first, i - 1)}
       else
-        -- some were settled before (or are repeated): the others are the
-        -- entries still in the stream
+        l = {}
         for k = first, i - 1 do
-          local sid = ARGV[k]
-          if not have[sid] and #redis.call('XRANGE', KS, sid, sid) > 0 then have[sid] = true end
+          if not is_early(ARGV[k]) then l[#l + 1] = ARGV[k] end
         end
       end
-    elseif clean then
-      local l = {}
-      for k = first, i - 1 do
-        if not is_early(ARGV[k]) then l[#l + 1] = ARGV[k] end
-      end
-      local m = redis.call('XACK', KS, g, unpack(l))
-      if m == #l then
-        for _, sid in ipairs(l) do have[sid] = true end
+      if redis.call('XACK', KS, g, unpack(l)) == #l then
+        if ne == 0 then
+          -- all current, none repeated: settle them without the loop below
+          redis.call('XDEL', KS, unpack(l))
+          free_indexed(l)
+          pos = pos + n
+          settled = true
+        else
+          for _, sid in ipairs(l) do have[sid] = true end
+        end
       else
         -- some were settled before (or are repeated): the others are the
         -- entries still in the stream
