@@ -79,8 +79,9 @@ confirmation on standard input; --yes skips the question (for scripts).`,
 				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
-				hint := ""
+				hint, checked := "", false
 				if s, err := c.QueueStats(ctx, q); err == nil {
+					checked = true
 					n := s.Ready + s.Delayed + s.Leased + s.Dead
 					if n > 0 && !force {
 						return &exitErr{code: exitError, err: fmt.Errorf("queue %q holds %d ready, %d delayed, %d leased and %d dead; nothing deleted (add --force to delete it with everything it holds)",
@@ -97,7 +98,9 @@ confirmation on standard input; --yes skips the question (for scripts).`,
 						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing deleted")}
 					}
 				}
-				err := c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: force})
+				// Checked empty above: no need for QueueDelete to read the
+				// stats again.
+				err := c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: force || checked})
 				if errors.Is(err, fila.ErrQueueNotEmpty) {
 					return &exitErr{code: exitError, err: fmt.Errorf("%w; nothing deleted (add --force to delete it with everything it holds)", err)}
 				}
