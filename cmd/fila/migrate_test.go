@@ -129,7 +129,7 @@ func TestMigrateProgress(t *testing.T) {
 		t.Run(fmt.Sprintf("tty=%v", tty), func(t *testing.T) {
 			t.Parallel()
 			from, to := "mem://"+unique("pfrom"), "mem://"+unique("pto")
-			fillMigration(t, client(t, from), "q", 300)
+			fillMigration(t, client(t, from), "q", 3000) // tens of ms: several 1ms progress ticks even on a loaded machine
 			client(t, to) // keep the target broker alive for the check
 			var out, errb syncBuffer
 			code := run(context.Background(),
@@ -139,7 +139,7 @@ func TestMigrateProgress(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errb.String())
 			}
 			e := errb.String()
-			if !strings.Contains(e, "300/300 moved (ready 300, delayed 0, dead 0, duplicates 0)") || !strings.Contains(e, "100%") {
+			if !strings.Contains(e, "3000/3000 moved (ready 3000, delayed 0, dead 0, duplicates 0)") || !strings.Contains(e, "100%") {
 				t.Errorf("no final progress in stderr:\n%q", e)
 			}
 			redrawn := strings.Count(e, "\r"+ansiClearLine)
@@ -252,8 +252,8 @@ func TestMigrateRealBrokers(t *testing.T) {
 			from, to := c.from(t), c.to(t)
 			src, dst := client(t, from), client(t, to)
 			q := unique("mig")
-			cleanupQueue(t, src, q)
-			cleanupQueue(t, dst, q)
+			testenv.CleanupQueue(t, src, q)
+			testenv.CleanupQueue(t, dst, q)
 			fillMigration(t, src, q, 100)
 			out := ok(t, "", "migrate", "--from", from, "--to", to, "-q", q, "--include-delayed", "--include-dead", "--batch", "40", "--concurrency", c.conc)
 			if !strings.Contains(out, "moved 102 messages") || !strings.Contains(out, "0 of them were on the target already") || !strings.Contains(out, "is empty") {
