@@ -47,11 +47,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // tempQueue returns a unique queue name on c, deleted when the test ends.
 func tempQueue(t *testing.T, c *fila.Client, prefix string) string {
 	q := unique(prefix)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: true})
-	})
+	testenv.CleanupQueue(t, c, q)
 	return q
 }
 

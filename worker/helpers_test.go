@@ -17,6 +17,7 @@ import (
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/memory"
 	"github.com/fila-go/fila/worker"
 )
@@ -56,17 +57,10 @@ func queueName(t *testing.T) string {
 	return "w-" + strings.Trim(name, "-") + "-" + randomSuffix()
 }
 
-// newQueue returns a fresh queue name, deleted at the end of the test (or,
-// where the driver cannot delete queues, its dead letters purged).
+// newQueue returns a fresh queue name, deleted at the end of the test.
 func newQueue(t *testing.T, c *fila.Client) string {
 	q := queueName(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: true}); errors.Is(err, fila.ErrUnsupported) {
-			_, _ = c.DeadPurge(ctx, q, fila.DeadFilter{})
-		}
-	})
+	testenv.CleanupQueue(t, c, q)
 	return q
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
 )
 
 func TestEnqueueAndStats(t *testing.T) {
@@ -17,7 +18,7 @@ func TestEnqueueAndStats(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("stats")
-		cleanupQueue(t, c, q)
+		testenv.CleanupQueue(t, c, q)
 
 		id1 := strings.TrimSpace(ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "email.welcome", "--body", `{"user_id":1}`))
 		id2 := strings.TrimSpace(ok(t, "from stdin\n", "--url", url, "enqueue", "--queue", q, "--kind", "email.welcome",
@@ -137,7 +138,7 @@ func TestDeadListAndShow(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("deadls")
-		cleanupQueue(t, c, q)
+		testenv.CleanupQueue(t, c, q)
 		ids := deadSetup(t, c, q)
 
 		out := ok(t, "", "--url", url, "dead", "list", "-q", q)
@@ -226,7 +227,7 @@ func TestDeadReplayAndPurge(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("deadrp")
-		cleanupQueue(t, c, q)
+		testenv.CleanupQueue(t, c, q)
 		ids := deadSetup(t, c, q)
 		ctx := context.Background()
 		stats := func() fila.Stats {
@@ -310,7 +311,7 @@ func TestEnqueueBadInput(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, url string, b broker) {
 		c := client(t, url)
 		q := unique("enqbad")
-		cleanupQueue(t, c, q)
+		testenv.CleanupQueue(t, c, q)
 		fails(t, 2, `required flag(s) "kind" not set`, "", "--url", url, "enqueue", "-q", q, "--body", "x")
 		fails(t, 2, `--header "novalue" must be KEY=VALUE`, "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--header", "novalue")
 		fails(t, 2, "--run-at", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--run-at", "tomorrow")
@@ -392,7 +393,7 @@ func TestQueueListAndDelete(t *testing.T) {
 		c := client(t, url)
 		ctx := context.Background()
 		q, other := unique("qdel"), unique("qkeep")
-		cleanupQueue(t, c, other)
+		testenv.CleanupQueue(t, c, other)
 		for _, name := range []string{q, other} {
 			if _, err := c.Enqueue(ctx, name, fila.Message{Kind: "x"}); err != nil {
 				t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"net/url"
 	"strings"
 	"sync"
@@ -121,36 +120,6 @@ func client(t *testing.T, url string) *fila.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// cleanupQueue deletes the queue when the test ends, or where the driver
-// cannot, drains its messages and purges its dead letters.
-func cleanupQueue(t *testing.T, c *fila.Client, queue string) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.QueueDelete(ctx, queue, fila.QueueDeleteParams{Force: true}); !errors.Is(err, fila.ErrUnsupported) {
-			if err != nil {
-				t.Logf("cleanup: QueueDelete(%s): %v", queue, err)
-			}
-			return
-		}
-		// Drain ready and (short) delayed messages, purge dead letters.
-		for {
-			s, err := c.QueueStats(ctx, queue)
-			if err != nil || s.Ready+s.Delayed == 0 {
-				break
-			}
-			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-			ds, err := c.Receive(rctx, queue, fila.ReceiveParams{Max: 100})
-			rcancel()
-			if err != nil {
-				break
-			}
-			_ = c.AckBatch(ctx, ds)
-		}
-		_, _ = c.DeadPurge(ctx, queue, fila.DeadFilter{})
-	})
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -94,9 +93,9 @@ func TestRelayBrokers(t *testing.T) {
 func testRelayBulk(t *testing.T, pg, x *fila.Client, tg relayTarget) {
 	ctx := context.Background()
 	q1, q2 := relayQueue("bulk"), relayQueue("back")
-	cleanupRelayQueue(t, pg, q1)
-	cleanupRelayQueue(t, x, q1)
-	cleanupRelayQueue(t, pg, q2)
+	testenv.CleanupQueue(t, pg, q1)
+	testenv.CleanupQueue(t, x, q1)
+	testenv.CleanupQueue(t, pg, q2)
 	n := tg.n
 	fillQueue(t, pg, q1, n)
 	conc, batch := relayConcurrency, relayBatch
@@ -196,9 +195,9 @@ func testRelayBulk(t *testing.T, pg, x *fila.Client, tg relayTarget) {
 func testRelayDelayedAndDead(t *testing.T, pg, x *fila.Client, tg relayTarget) {
 	ctx := context.Background()
 	q3, q4 := relayQueue("later"), relayQueue("laterback")
-	cleanupRelayQueue(t, pg, q3)
-	cleanupRelayQueue(t, x, q3)
-	cleanupRelayQueue(t, pg, q4)
+	testenv.CleanupQueue(t, pg, q3)
+	testenv.CleanupQueue(t, x, q3)
+	testenv.CleanupQueue(t, pg, q4)
 
 	runAt := time.Now().Add(tg.delay)
 	const delayed = 3
@@ -439,28 +438,6 @@ func relayQueue(prefix string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return "relay_" + prefix + "_" + hex.EncodeToString(b)
-}
-
-// cleanupRelayQueue empties q of ready messages and dead letters when the
-// test ends (best effort; a passing test leaves it empty anyway).
-func cleanupRelayQueue(t *testing.T, c *fila.Client, q string) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: true}); !errors.Is(err, fila.ErrUnsupported) {
-			return
-		}
-		_, _ = c.DeadPurge(ctx, q, fila.DeadFilter{})
-		for {
-			rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-			ds, err := c.Receive(rctx, q, fila.ReceiveParams{Max: 1000})
-			rcancel()
-			if err != nil {
-				return
-			}
-			_ = c.AckBatch(ctx, ds)
-		}
-	})
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
