@@ -71,7 +71,7 @@ type queueState struct {
 // name the queues there.
 func NewObserver(c *fila.Client, queues []string, opts ...Option) (*Observer, error) {
 	if queues != nil && len(queues) == 0 {
-		return nil, errors.New("filaotel: NewObserver needs at least one queue, or nil for every queue")
+		return nil, fmt.Errorf("filaotel: NewObserver needs at least one queue, or nil for every queue: %w", fila.ErrInvalid)
 	}
 	for _, q := range queues {
 		if err := fila.ValidateQueueName(q); err != nil {
