@@ -130,7 +130,7 @@ func TestMigrateProgress(t *testing.T) {
 			t.Parallel()
 			from, to := "mem://"+unique("pfrom"), "mem://"+unique("pto")
 			fillMigration(t, client(t, from), "q", 3000) // tens of ms: several 1ms progress ticks even on a loaded machine
-			client(t, to) // keep the target broker alive for the check
+			client(t, to)                                // keep the target broker alive for the check
 			var out, errb syncBuffer
 			code := run(context.Background(),
 				[]string{"migrate", "--from", from, "--to", to, "-q", "q", "--batch", "10", "--concurrency", "1", "--progress-every", "1ms"},
