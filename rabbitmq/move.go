@@ -118,11 +118,12 @@ func (s *session) probeDelays(ctx context.Context, n names) ([]delayQueue, error
 // like Receive does: Ack acks them there, Retry and Release keep their
 // run-at (the copy waits for the later of its run-at and the retry delay),
 // Dead dead-letters them, and an expired lease rejects them with requeue
-// back into their delay queue. The delay queues this instance knows are
-// tried first; the probe runs only when they hold fewer than p.Max
-// messages, so an empty result always comes after a full probe. Messages that reached the main queue a
-// moment before their run-at (by bucket rounding) and are hopping to a
-// shorter delay queue are not seen.
+// back into their delay queue. The leases start when the call returns. The
+// delay queues this instance knows are tried first; the probe runs only
+// when they hold fewer than p.Max messages, so an empty result always comes
+// after a full probe. Messages that reached the main queue a moment before
+// their run-at (by bucket rounding) and are hopping to a shorter delay queue
+// are not seen.
 func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.ReceiveParams) ([]backend.Delivery, error) {
 	p, err := d.puller(queue)
 	if err != nil {
@@ -136,23 +137,29 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.Re
 		return nil, err
 	}
 	want := max(rp.Max, 1)
-	var out []backend.Delivery
+	// Messages taken are held (not leased yet: the janitor leaves them
+	// alone) until the call returns, when their leases start. A lease that
+	// started at the take could expire during the probe that follows, and
+	// the message would be taken again and returned twice.
+	var taken []heldGet
 	take := func(ms int64) error {
-		for len(out) < want {
-			dl, ok, err := p.getDelayed(ctx, p.n.delay(ms), rp.Lease)
+		for len(taken) < want {
+			h, ok, err := p.getDelayed(ctx, p.n.delay(ms))
 			if err != nil {
 				return err
 			}
 			if !ok {
 				return nil
 			}
-			out = append(out, dl)
+			taken = append(taken, h)
 		}
 		return nil
 	}
-	// On an error the messages taken so far stay leased until their leases
-	// expire and go back to their delay queues.
-	finish := func(err error) ([]backend.Delivery, error) { return nil, err }
+	// On an error the messages taken so far go back to their delay queues.
+	finish := func(err error) ([]backend.Delivery, error) {
+		p.release(taken)
+		return nil, err
+	}
 	// The delay queues this instance knows first: when they hold enough,
 	// the probe of every possible name is not needed.
 	for _, ms := range d.buckets(queue) {
@@ -165,8 +172,8 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.Re
 				return finish(err)
 			}
 		}
-		if len(out) >= want {
-			return out, nil
+		if len(taken) >= want {
+			return p.lease(taken, rp.Lease), nil
 		}
 	}
 	dqs, err := s.probeDelays(ctx, p.n)
@@ -175,31 +182,38 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.Re
 	}
 	for _, dq := range dqs {
 		d.rememberBucket(queue, dq.ms)
-		if dq.ready > 0 && len(out) < want {
+		if dq.ready > 0 && len(taken) < want {
 			if err := take(dq.ms); err != nil {
 				return finish(err)
 			}
 		}
 	}
-	return out, nil
+	return p.lease(taken, rp.Lease), nil
+}
+
+// heldGet is a message ReceiveDelayed took and holds until it returns.
+type heldGet struct {
+	cs *chanState
+	e  *entry
 }
 
 // getDelayed takes one message from the delay queue name with basic.get on
-// the puller's channel and leases it.
-func (p *puller) getDelayed(ctx context.Context, name string, lease time.Duration) (backend.Delivery, bool, error) {
+// the puller's channel and holds it: it is recorded as a delivery of the
+// channel, busy so that the janitor leaves it alone, until lease or release.
+func (p *puller) getDelayed(ctx context.Context, name string) (heldGet, bool, error) {
 	p.ensureMu.Lock()
 	p.mu.Lock()
 	cs, closed := p.cs, p.closed
 	p.mu.Unlock()
 	if closed {
 		p.ensureMu.Unlock()
-		return backend.Delivery{}, false, backend.ErrClosed
+		return heldGet{}, false, backend.ErrClosed
 	}
 	if cs == nil {
 		var err error
 		if cs, err = p.open(ctx); err != nil {
 			p.ensureMu.Unlock()
-			return backend.Delivery{}, false, err
+			return heldGet{}, false, err
 		}
 	}
 	p.ensureMu.Unlock()
@@ -211,21 +225,20 @@ func (p *puller) getDelayed(ctx context.Context, name string, lease time.Duratio
 		return err
 	})
 	if err != nil {
-		return backend.Delivery{}, false, mapErr(ctx, "get delayed message", err)
+		return heldGet{}, false, mapErr(ctx, "get delayed message", err)
 	}
 	if !ok {
-		return backend.Delivery{}, false, nil
+		return heldGet{}, false, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cs != cs {
-		return backend.Delivery{}, false, backend.ErrUnavailable
+		return heldGet{}, false, backend.ErrUnavailable
 	}
 	if cs.gets == nil {
 		cs.gets = &consumer{}
 	}
-	now := time.Now()
-	e := &entry{dv: dv, cons: cs.gets, leased: true, deadline: now.Add(lease), attempt: priorAttempts(&dv) + 1}
+	e := &entry{dv: dv, cons: cs.gets, leased: true, busy: true, attempt: priorAttempts(&dv) + 1}
 	if ms := intHeader(dv.Headers, hRunAt); ms != 0 {
 		e.runAt = time.UnixMilli(ms)
 	}
@@ -235,14 +248,46 @@ func (p *puller) getDelayed(ctx context.Context, name string, lease time.Duratio
 	cs.seen++
 	cs.maxTag = max(cs.maxTag, tag)
 	cs.gets.outstanding++
-	m := decode(&dv)
-	return backend.Delivery{
-		Message:   m,
-		Attempt:   e.attempt,
-		Receipt:   p.d.receipt(cs.gen, tag),
-		Deadline:  e.deadline,
-		LastError: strHeader(dv.Headers, hLastError),
-	}, true, nil
+	return heldGet{cs: cs, e: e}, true, nil
+}
+
+// lease starts the leases of the held messages now and returns their
+// deliveries. Messages whose channel died meanwhile are left out: the broker
+// put them back in their delay queues.
+func (p *puller) lease(held []heldGet, lease time.Duration) []backend.Delivery {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	out := make([]backend.Delivery, 0, len(held))
+	for _, h := range held {
+		cs, e := h.cs, h.e
+		if p.cs != cs || cs.entries[e.dv.DeliveryTag] != e {
+			continue
+		}
+		e.busy = false
+		e.deadline = now.Add(lease)
+		out = append(out, backend.Delivery{
+			Message:   decode(&e.dv),
+			Attempt:   e.attempt,
+			Receipt:   p.d.receipt(cs.gen, e.dv.DeliveryTag),
+			Deadline:  e.deadline,
+			LastError: strHeader(e.dv.Headers, hLastError),
+		})
+	}
+	return out
+}
+
+// release gives held messages back at once: their leases end now, so the
+// janitor rejects them with requeue into their delay queues (classic delay
+// queues do not count the delivery).
+func (p *puller) release(held []heldGet) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	for _, h := range held {
+		h.e.busy = false
+		h.e.deadline = now
+	}
 }
 
 // DeadImport publishes letters (confirmed, persistent) to queue's
