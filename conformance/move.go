@@ -107,7 +107,7 @@ func (s *suite) testReceiveDelayed(t *testing.T) {
 	}
 	ds, err = dr.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 10, Lease: s.h.Lease})
 	if err != nil || len(ds) != 1 {
-		t.Fatalf("second ReceiveDelayed = %d deliveries, %v; want the other delayed message", len(ds), err)
+		t.Fatalf("second ReceiveDelayed = %v, %v; want the other delayed message (first took %s; delayed %s, kept %s, ready %s)", ids(ds), err, d.ID, delayed, kept, ready)
 	}
 	other := ds[0].ID
 	// The ready message is still there for a normal Receive; the abandoned
@@ -203,24 +203,40 @@ func (s *suite) testDeadImport(t *testing.T) {
 // retried sooner than its run-at) waits for its run-at again.
 func (s *suite) testReleaseKeepsRunAt(t *testing.T) {
 	drv, dr, c := s.delayedReceiver(t)
-	q := s.queue(t)
-	ctx := ctxTimeout(t, 30*time.Second)
-	const wait = 3 * time.Second
-	runAt := time.Now().Add(wait)
-	id := enqueue(t, c, q, fila.Message{Kind: "later", RunAt: runAt})
-	ds, err := dr.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 1, Lease: time.Minute})
-	if err != nil || len(ds) != 1 || ds[0].ID != id {
-		t.Fatalf("ReceiveDelayed = %v, %v; want %s", ids(ds), err, id)
+	ctx := ctxTimeout(t, 2*time.Minute)
+	// The message must still be delayed when ReceiveDelayed looks at it. On
+	// a slow broker the enqueue and the call can outlast a short delay; a
+	// try whose call returned after the run-at proves nothing and is made
+	// again with twice the delay. A call that returned before the run-at
+	// without the message is a failure.
+	wait := 3 * time.Second
+	for try := 0; ; try++ {
+		q := s.queue(t)
+		runAt := time.Now().Add(wait)
+		id := enqueue(t, c, q, fila.Message{Kind: "later", RunAt: runAt})
+		ds, err := dr.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 1, Lease: time.Minute})
+		if err != nil {
+			t.Fatalf("ReceiveDelayed: %v", err)
+		}
+		if len(ds) == 0 && !time.Now().Before(runAt) && try < 3 {
+			t.Logf("ReceiveDelayed returned after the run-at %v away; trying again with %v", wait, 2*wait)
+			wait *= 2
+			continue
+		}
+		if len(ds) != 1 || ds[0].ID != id {
+			t.Fatalf("ReceiveDelayed = %v; want %s (still %v before its run-at)", ids(ds), id, time.Until(runAt))
+		}
+		if err := drv.Retry(ctx, backend.Ref{Queue: q, ID: id, Receipt: ds[0].Receipt}, 0, ""); err != nil {
+			t.Fatalf("Release of a message taken early: %v", err)
+		}
+		d := receiveOne(t, c, q, time.Minute, time.Until(runAt)+s.h.RedeliveryBound+time.Second)
+		if early := time.Until(runAt); early > earlyTolerance {
+			t.Errorf("a released message taken early was received %v before its run-at", early)
+		}
+		if d.ID != id {
+			t.Errorf("received %s, want %s", d.ID, id)
+		}
+		_ = d.Ack(ctx)
+		return
 	}
-	if err := drv.Retry(ctx, backend.Ref{Queue: q, ID: id, Receipt: ds[0].Receipt}, 0, ""); err != nil {
-		t.Fatalf("Release of a message taken early: %v", err)
-	}
-	d := receiveOne(t, c, q, time.Minute, time.Until(runAt)+s.h.RedeliveryBound+time.Second)
-	if early := time.Until(runAt); early > earlyTolerance {
-		t.Errorf("a released message taken early was received %v before its run-at", early)
-	}
-	if d.ID != id {
-		t.Errorf("received %s, want %s", d.ID, id)
-	}
-	_ = d.Ack(ctx)
 }
