@@ -217,10 +217,11 @@ func (p *puller) gather(ctx context.Context, want int) {
 
 // needConsumerLocked reports whether waiting Receive calls need a (new)
 // consumer: there is none, or its credit is used up (every message it was
-// pushed is leased or buffered). A consumer is only ever cancelled when its
-// credit is used up: RabbitMQ 3.10 returns messages that are on their way to
-// a cancelled consumer with x-delivery-count incremented, which would count
-// an attempt nobody made; with no credit left nothing is on its way.
+// pushed is leased or buffered). A consumer with credit left is replaced
+// only by park, which gives its messages back anyway: RabbitMQ 3.10 returns
+// messages that are on their way to a cancelled consumer with
+// x-delivery-count incremented, which would count an attempt nobody made;
+// with no credit left nothing is on its way.
 func (p *puller) needConsumerLocked() bool {
 	cs := p.cs
 	if cs == nil || cs.cons == nil {
@@ -542,8 +543,18 @@ func (cs *chanState) ackLocked(tags []uint64) error {
 	return nil
 }
 
-// tick expires leases past their deadline (reject with requeue, so the
-// quorum queue counts the delivery) and parks an idle consumer.
+// tick expires leases past their deadline and parks an idle consumer. An
+// expired lease is basic.reject with requeue: the delivery failed, and the
+// quorum queue counts it (every RabbitMQ version counts a reject; 4.3 and
+// later no longer count a basic.nack). While a Receive waits, the rejects
+// go out at once (a requeued message may come straight back to it). With
+// none waiting they go out from park, after the consumer is cancelled:
+// otherwise the freed credit would bring the messages straight back into
+// this buffer, where nobody wants them.
+//
+// A puller is parked when no Receive has waited for Options.BufferIdle and
+// it holds buffered messages or a consumer with credit left (which the
+// broker would fill with messages nobody asked for).
 func (p *puller) tick(now time.Time) {
 	p.mu.Lock()
 	cs := p.cs
@@ -551,14 +562,20 @@ func (p *puller) tick(now time.Time) {
 		p.mu.Unlock()
 		return
 	}
+	expired := false
 	for _, e := range cs.entries {
 		if e.leased && !e.busy && now.After(e.deadline) {
+			if p.waiters == 0 && cs.cons != nil {
+				expired = true
+				continue
+			}
 			cs.removeLocked(e)
-			_ = cs.ch.Nack(e.dv.DeliveryTag, false, true)
+			_ = cs.ch.Reject(e.dv.DeliveryTag, true)
 		}
 	}
-	park := p.waiters == 0 && !p.parking && !p.noWaiterSince.IsZero() &&
-		now.Sub(p.noWaiterSince) >= p.d.opts.BufferIdle && len(cs.buf) > 0
+	idle := p.waiters == 0 && !p.noWaiterSince.IsZero() && now.Sub(p.noWaiterSince) >= p.d.opts.BufferIdle
+	spare := cs.cons != nil && cs.cons.outstanding < cs.cons.prefetch
+	park := !p.parking && (expired || idle && (len(cs.buf) > 0 || spare))
 	if park {
 		p.parking = true
 	}
@@ -572,11 +589,12 @@ func (p *puller) tick(now time.Time) {
 	}
 }
 
-// park gives the buffered messages of a puller nobody waits on back to the
-// queue. If the consumer's credit is used up it is cancelled first (safe:
-// nothing is on its way), so it does not take them again; otherwise it stays
-// (cancelling could count an attempt for a message on its way) and may take
-// a given-back message again, in competition with other consumers.
+// park cancels the consumer of a puller nobody waits on, then rejects its
+// expired leases and gives its buffered messages back to the queue.
+// Cancelling first keeps the broker from pushing them (or others) straight
+// back; messages on their way land in the buffer before the cancel
+// completes and are given back with the rest. The next Receive starts a
+// new consumer.
 func (p *puller) park(cs *chanState) {
 	defer func() {
 		p.mu.Lock()
@@ -585,22 +603,30 @@ func (p *puller) park(cs *chanState) {
 	}()
 	p.ensureMu.Lock()
 	defer p.ensureMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	p.mu.Lock()
-	full := cs.cons != nil && cs.cons.outstanding >= cs.cons.prefetch
+	waiting := p.waiters > 0
 	p.mu.Unlock()
-	if full {
+	if !waiting {
 		p.stopConsumer(cs)
 	}
 	p.mu.Lock()
-	if p.cs != cs || p.waiters > 0 {
+	if p.cs != cs {
 		p.mu.Unlock()
 		return
 	}
-	items := p.detachBufferLocked(cs)
+	now := time.Now()
+	for _, e := range cs.entries {
+		if e.leased && !e.busy && now.After(e.deadline) {
+			cs.removeLocked(e)
+			_ = cs.ch.Reject(e.dv.DeliveryTag, true)
+		}
+	}
+	var items []*entry
+	if p.waiters == 0 {
+		items = p.detachBufferLocked(cs)
+	}
 	p.mu.Unlock()
-	p.giveBack(ctx, nil, cs, items)
+	p.giveBack(cs, items)
 }
 
 // stopConsumer cancels cs's consumer and waits until its pushed deliveries
@@ -631,47 +657,29 @@ func (p *puller) detachBufferLocked(cs *chanState) []*entry {
 	return items
 }
 
-// giveBack republishes buffered, never-received messages to the main queue
-// with their attempt count so far (so handing them out later shows the same
-// attempt) and acks the originals. Rejecting them with requeue would make
-// the quorum queue count a delivery nobody saw. If the publish fails they
-// are rejected with requeue after all.
-func (p *puller) giveBack(ctx context.Context, s *session, cs *chanState, items []*entry) {
+// giveBack returns buffered, never-received messages to their queue with
+// basic.nack and requeue: one frame per message, so a crash at any moment
+// leaves each message exactly once in the broker (the channel's death
+// requeues whatever was not nacked yet). RabbitMQ 4.3 and later do not
+// count a nack as a delivery; earlier versions count it in
+// x-delivery-count, so there a given-back message shows one more attempt
+// when it is handed out (the same as for a client that crashes holding it
+// buffered). A give-back used to publish copies and ack the originals,
+// which kept the count exact but left both copies when the process died
+// between the two.
+func (p *puller) giveBack(cs *chanState, items []*entry) {
 	if len(items) == 0 {
 		return
-	}
-	pubs := make([]pubItem, len(items))
-	for i, e := range items {
-		pub := copyOf(&e.dv)
-		pub.Headers[hAttempts] = int64(priorAttempts(&e.dv))
-		pubs[i] = pubItem{key: p.n.main, msg: pub, queue: p.queue}
-	}
-	var err error
-	if s == nil {
-		s, err = p.d.session(ctx, p.d.opts.ReconnectWait)
-	}
-	if err == nil {
-		err = s.publish(ctx, pubs)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cs != cs {
-		return
+		return // the channel died: the broker requeued them
 	}
-	tags := make([]uint64, 0, len(items))
 	for _, e := range items {
 		cs.removeLocked(e)
-		tags = append(tags, e.dv.DeliveryTag)
+		_ = cs.ch.Nack(e.dv.DeliveryTag, false, true)
 	}
-	if err != nil {
-		p.d.log.Warn("rabbitmq: giving buffered messages back failed; rejecting them with requeue (their attempt counts grow by one)",
-			slog.String("queue", p.queue), slog.Any("error", err))
-		for _, t := range tags {
-			_ = cs.ch.Nack(t, false, true)
-		}
-		return
-	}
-	_ = cs.ackLocked(tags)
 }
 
 // hop sends a message that reached the main queue before its run-at to the
@@ -734,20 +742,14 @@ func (p *puller) shutdown(ctx context.Context, s *session) {
 	p.mu.Lock()
 	items := p.detachBufferLocked(cs)
 	p.mu.Unlock()
-	if len(items) > 0 {
-		p.giveBack(ctx, s, cs, items)
-	}
+	p.giveBack(cs, items)
 	_ = cs.ch.Close()
 }
 
 // prefetchFor sizes a consumer's prefetch for demand, the sum of the Max of
-// the waiting Receive calls. Batch consumers (demand of 10 or more) get twice
-// their demand, so the broker pushes the next batch while the caller works on
-// this one; single-message consumers get exactly what they ask for, so an
-// idle client holds no extra message.
+// the waiting Receive calls: exactly that, so the broker pushes only
+// messages somebody asked for. Every message pushed beyond it would have to
+// be given back, which RabbitMQ before 4.3 counts as a delivery.
 func prefetchFor(demand int) int {
-	if demand >= 10 {
-		return 2 * demand
-	}
 	return max(demand, 1)
 }

@@ -68,41 +68,62 @@
 // leases are kept by the driver. Each driver instance has, per queue, one
 // channel and at most one consumer (manual acks). The consumer is started
 // when a Receive finds nothing buffered, with a prefetch equal to what the
-// waiting Receive calls asked for (twice that for batch consumers asking for
-// 10 or more, so the next batch arrives while the caller works; capped by
-// fila_prefetch). A Receive that finds fewer messages than it asked for
-// while more are arriving waits up to 2ms to fill its batch. Pushed messages
-// wait in a client-side buffer and a message's lease starts when a Receive
-// hands it out. Messages that sit in the buffer with no Receive waiting for
-// fila_buffer_idle are given back to the queue (republished with their
-// attempt count, then acked) so an idle client does not hold messages that
-// other consumers could take (R2 holds regardless: buffered messages are
-// invisible to others, and a closed or crashed client's messages return to
-// the queue).
+// waiting Receive calls asked for (capped by fila_prefetch), so the broker
+// pushes only messages somebody asked for. A Receive that finds fewer
+// messages than it asked for while more are arriving waits up to 2ms to
+// fill its batch. Pushed messages wait in a client-side buffer and a
+// message's lease starts when a Receive hands it out.
 //
-// A lease whose deadline passes unsettled is rejected with requeue by the
-// driver (checked every 50ms), so another consumer gets it (R3); Extend moves
-// the deadline (R4). Receipts name the driver instance, the channel
-// incarnation and the delivery tag: an operation on a delivery whose lease
-// was given up, was settled already, or whose channel died returns
-// ErrLeaseLost (R5). A client that dies or loses its connection leaves its
+// When no Receive has waited for fila_buffer_idle, the consumer is
+// cancelled (if it holds buffered messages or has credit the broker could
+// fill) and the buffered messages are given back to the queue with
+// basic.nack and requeue, so an idle client does not hold messages that
+// other consumers could take (visibility holds regardless: buffered
+// messages are invisible to others, and a closed or crashed client's
+// messages return to the queue). A give-back is one frame per message, so a
+// crash at any moment leaves each message in the broker exactly once. The
+// price, on RabbitMQ before 4.3, is that the quorum queue counts the nack
+// as a delivery: a message given back shows one more attempt per give-back
+// when it is finally handed out, as it does when a client crashes or closes
+// while holding it buffered. Give-backs are rare by design: the buffer only
+// holds what a waiting Receive asked for, so it takes a Receive that gave
+// up (its context ended) just as its messages arrived, or a Close. RabbitMQ
+// 4.3 and later do not count a nack, so there the count is exact.
+//
+// A lease whose deadline passes unsettled is rejected with requeue
+// (basic.reject, which every RabbitMQ version counts as a failed delivery)
+// by the driver (checked every 50ms), so another consumer gets it; Extend
+// moves the deadline. Receipts name the driver instance, the channel
+// incarnation and the delivery tag: an operation on a delivery whose
+// deadline has passed (even before the janitor gave it back), whose lease
+// was given up, that was settled already, or whose channel died returns
+// ErrLeaseLost. A client that dies or loses its connection leaves its
 // leases to the broker, which requeues them at once (before their deadlines:
 // the only way to hold a message in RabbitMQ is an open channel).
 //
 // Attempts are the quorum queue's x-delivery-count (failed deliveries:
 // rejects with requeue and deliveries to a channel that closed, absent on a
 // first delivery) plus one, plus the count carried in a header across the
-// driver's own republishes (retries, give-backs, delay hops), since a
+// driver's own republishes (retries, dead letters, delay hops), since a
 // republished copy starts a new count. Messages pushed to a client that
-// closes or crashes before handing them out count an attempt too.
+// gives them back, closes or crashes before handing them out count an
+// attempt too, except give-backs on RabbitMQ 4.3 and later (see above).
+// RabbitMQ 4.3 also changed what else it counts; this driver is tested on
+// 3.10.
 //
 // Ack is basic.ack on the delivery's channel (one frame with multiple=true
-// when the acked deliveries are the channel's oldest unsettled ones). Retry
-// publishes a copy (confirmed) carrying the attempt count and last error to
-// the delay queue of its delay (or straight to the main queue) and then acks
-// the original; Dead publishes a copy with reason, attempts and time to the
-// dead-letter exchange (confirmed) and then acks. If the connection breaks
-// between the two steps the message can exist twice (at-least-once).
+// when the acked deliveries are the channel's oldest unsettled ones). AMQP
+// does not answer an ack: nil means the frame was written to the
+// connection, and if the connection breaks before the broker reads it the
+// message is delivered again (at-least-once). An ack that could not be
+// written returns an error. Retry publishes a copy (confirmed) carrying the
+// attempt count and last error to the delay queue of its delay (or straight
+// to the main queue) and then acks the original; Dead publishes a copy with
+// reason, attempts and time to the dead-letter exchange (confirmed) and
+// then acks. If the connection breaks between the two steps the message can
+// exist twice (at-least-once); the same holds for a delay hop. A handed-out
+// body is a copy, so a handler that changes it does not change what Retry
+// or Dead publish.
 //
 // # Connections
 //
