@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -21,19 +22,29 @@ import (
 // run-at is also recorded so that Extend keeps it, with the lease deadline
 // so that a later ReceiveDelayed takes it again once that lease expired).
 // Each delivery's RunAt is the run-at the message had.
-func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
-	var out []backend.Delivery
+func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.ReceiveParams) (out []backend.Delivery, err error) {
+	taken := bson.A{}
+	defer func() {
+		// A claim whose lease ended before the call returned (a slow server,
+		// a short lease) is left out: its receipt is no longer current and
+		// the message can be taken again.
+		now := time.Now()
+		out = slices.DeleteFunc(out, func(dl backend.Delivery) bool { return !dl.Deadline.After(now) })
+	}()
 	for len(out) < max(p.Max, 1) {
 		now := time.Now()
 		receipt := newReceipt()
 		deadline := ceilMS(now.Add(p.Lease))
 		var before msgDoc
-		err := d.msgs.FindOneAndUpdate(ctx,
+		err = d.msgs.FindOneAndUpdate(ctx,
 			bson.D{{Key: "q", Value: queue}, {Key: "due", Value: bson.D{{Key: "$gt", Value: floorMS(now)}}}, {Key: "$or", Value: bson.A{
 				bson.D{{Key: "l", Value: false}},
 				// taken early before, and that lease expired
 				bson.D{{Key: "ld", Value: bson.D{{Key: "$lte", Value: floorMS(now)}}}},
-			}}},
+			}},
+				// not taken by this call already (its lease may have
+				// expired while the call went on)
+				{Key: "_id", Value: bson.D{{Key: "$nin", Value: taken}}}},
 			bson.D{
 				{Key: "$set", Value: bson.D{{Key: "l", Value: true}, {Key: "r", Value: receipt}}},
 				{Key: "$max", Value: bson.D{{Key: "due", Value: deadline}}},
@@ -51,6 +62,7 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.Rec
 			return nil, d.mapErr(ctx, err, "receive delayed")
 		}
 		out = append(out, heldDelivery(&before, receipt, deadline))
+		taken = append(taken, before.ID)
 		// Remember the run-at so that Extend keeps the message held until
 		// then. Without it (the write failed) the due time still holds it;
 		// only an Extend could bring it forward.

@@ -24,6 +24,42 @@ func TestCarriedAttempts(t *testing.T) {
 	}
 }
 
+// TestReceiveDelayedNeverTwice: a ReceiveDelayed whose claims outlast the
+// lease does not claim a message it took already again (its first lease
+// expired meanwhile), and returns no delivery whose lease has ended.
+func TestReceiveDelayedNeverTwice(t *testing.T) {
+	t.Parallel()
+	s := mongoServer(t)
+	drv := openDriver(t, s, map[string]string{"fila_database": testDatabase(t, s)})
+	q := uniqueQueue("twice")
+	for i := 0; i < 3; i++ {
+		enqueueOne(t, drv, q, backend.Message{RunAt: time.Now().Add(time.Hour)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The shortest lease ends before the next claim of the call.
+	ds, err := drv.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Millisecond})
+	returned := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, d := range ds {
+		if seen[d.ID] {
+			t.Errorf("ReceiveDelayed returned %s twice", d.ID)
+		}
+		seen[d.ID] = true
+		if !d.Deadline.After(returned) {
+			t.Errorf("ReceiveDelayed returned %s with a lease that ended %v before it returned", d.ID, returned.Sub(d.Deadline))
+		}
+	}
+	// With a long lease every message comes, once.
+	ds, err = drv.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("ReceiveDelayed with a long lease = %d deliveries, %v; want 3", len(ds), err)
+	}
+}
+
 // TestReceiveDelayed: delayed messages are taken early with their run-at,
 // and one whose lease expires (even after an Extend to before the run-at)
 // is not ready before its run-at.
@@ -37,7 +73,7 @@ func TestReceiveDelayed(t *testing.T) {
 	enqueueOne(t, drv, q, backend.Message{}) // ready: not for ReceiveDelayed
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ds, err := drv.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 10, Lease: 100 * time.Millisecond})
+	ds, err := drv.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("ReceiveDelayed = %d deliveries, %v; want 1", len(ds), err)
 	}
