@@ -139,7 +139,7 @@ func (d *Delivery) Dead(ctx context.Context, reason string) error {
 	}
 	reason = cleanReason(reason)
 	return d.settle(ctx, func(ctx context.Context) error {
-		return d.c.drv.Dead(ctx, d.ref(), reason)
+		return d.c.drv.Dead(ctx, d.ref(), reason, d.Attempt)
 	})
 }
 

@@ -33,11 +33,42 @@
 // reason "max attempts exceeded" instead of being handed out, so a poison
 // message that kills its consumer every time ends in the dead letters.
 //
-// Settling with a receipt that is no longer current (the lease expired and
-// someone else took the message, or it was already settled) returns
-// ErrLeaseLost and changes nothing. There is no ordering promise across
-// competing consumers. Handlers must be idempotent: put ids in messages, not
-// objects.
+// A lease ends at its deadline. Ack, Retry, Dead and Extend with a receipt
+// that is no longer current — its deadline has passed (whether or not
+// someone took the message since), someone else holds the message, or it
+// was already settled — return ErrLeaseLost and change nothing; the message
+// comes back with its next attempt. Extend a lease before it ends if the
+// work needs longer (package worker does this by itself). A dead letter
+// records the deliveries its message had: for one dead-lettered on max
+// attempts, its max attempts. What was enqueued is what every delivery and
+// dead letter carries, byte for byte: the client and the drivers keep their
+// own copies, so a producer may reuse its buffer once Enqueue returns and a
+// handler may change the body it got. There is no ordering promise across
+// competing consumers. Handlers must be idempotent: put ids in messages,
+// not objects.
+//
+// # Limits
+//
+// The client checks every limit once, for every driver, and refuses what
+// passes one with ErrInvalid or ErrTooLarge, storing nothing. They are what
+// every broker can carry, so a message valid on one broker is valid on all
+// of them and a queue can move between brokers:
+//
+//	queue name        1–128 ASCII letters, digits, '.', '_', '-' (MaxQueueNameLen)
+//	kind              1–255 bytes of printable UTF-8 (MaxKindLen)
+//	header key        1–255 bytes of printable UTF-8 (MaxHeaderKeyLen, AMQP's limit)
+//	headers           16 KiB, keys and values together (MaxHeaderBytes); values UTF-8
+//	body              256 KiB by default (WithMaxBodyBytes), at most 15 MiB (MaxBodyBytes)
+//	batch             10,000 messages (MaxBatch) and 64 MiB of bodies and headers (MaxBatchBytes)
+//	dedup key         512 bytes of UTF-8 without NUL (MaxDedupKeyLen)
+//	max attempts      1,048,576 (MaxAttemptsLimit)
+//	delay, run-at     up to 100 years ahead (MaxDelay)
+//	lease             1ms to 7 days (MinLease, MaxLease)
+//	receive           up to 1,000 messages a call (MaxReceive)
+//	reason            16 KiB; longer reasons are cut, not refused (MaxReasonBytes)
+//
+// conformance.Run checks each limit at the limit and one past it on every
+// driver.
 //
 // # Drivers
 //

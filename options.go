@@ -16,19 +16,32 @@ const (
 	MaxBatch = 10000
 )
 
-// Limits on names and headers, enforced for every driver.
+// Limits, enforced once by the Client for every driver. They are what every
+// broker can carry, so a message valid on one broker is valid on all of them
+// and a queue can move between brokers (see the package documentation).
 const (
-	MaxQueueNameLen   = 128
-	MaxKindLen        = 255
-	MaxHeaderKeyLen   = 256
-	MaxHeaderBytes    = 16 << 10 // keys and values together
-	MaxDedupKeyLen    = 512
-	MaxReasonBytes    = 16 << 10 // longer reasons are truncated, not refused
-	maxMaxAttempts    = 1 << 20
-	maxDelay          = 100 * 365 * 24 * time.Hour
-	minLease          = time.Millisecond
-	maxLease          = 7 * 24 * time.Hour
-	maxReceiveDefault = MaxReceive
+	MaxQueueNameLen = 128
+	MaxKindLen      = 255
+	// MaxHeaderKeyLen is AMQP's limit on a field name.
+	MaxHeaderKeyLen = 255
+	MaxHeaderBytes  = 16 << 10 // keys and values together
+	MaxDedupKeyLen  = 512
+	MaxReasonBytes  = 16 << 10 // longer reasons are truncated, not refused
+	// MaxBodyBytes is the largest limit WithMaxBodyBytes can set: a MongoDB
+	// document holds at most 16 MiB, body and metadata together.
+	MaxBodyBytes = 15 << 20
+	// MaxBatchBytes bounds the bodies and headers of one EnqueueBatch or
+	// EnqueueTx together (a PostgreSQL parameter holds at most 1 GiB, a
+	// Redis argument 512 MiB; well below both).
+	MaxBatchBytes = 64 << 20
+	// MaxAttemptsLimit is the largest max attempts a message may set.
+	MaxAttemptsLimit = 1 << 20
+	// MaxDelay is the longest delay (or run-at ahead of now) a message may
+	// have.
+	MaxDelay = 100 * 365 * 24 * time.Hour
+	// MinLease and MaxLease bound every lease, given to Receive or Extend.
+	MinLease = time.Millisecond
+	MaxLease = 7 * 24 * time.Hour
 )
 
 type options struct {
@@ -54,7 +67,7 @@ type Option func(*options)
 // (default 30s). Values below 1ms are ignored.
 func WithLease(d time.Duration) Option {
 	return func(o *options) {
-		if d >= minLease && d <= maxLease {
+		if d >= MinLease && d <= MaxLease {
 			o.lease = d
 		}
 	}
@@ -64,18 +77,19 @@ func WithLease(d time.Duration) Option {
 // (default 10). Values below 1 are ignored.
 func WithMaxAttempts(n int) Option {
 	return func(o *options) {
-		if n >= 1 && n <= maxMaxAttempts {
+		if n >= 1 && n <= MaxAttemptsLimit {
 			o.maxAttempts = n
 		}
 	}
 }
 
 // WithMaxBodyBytes sets the largest body Enqueue accepts (default 256 KiB);
-// larger bodies fail with ErrTooLarge. Values below 1 are ignored.
+// larger bodies fail with ErrTooLarge. Values below 1 are ignored; values
+// above MaxBodyBytes are lowered to it.
 func WithMaxBodyBytes(n int) Option {
 	return func(o *options) {
 		if n >= 1 {
-			o.maxBodyBytes = n
+			o.maxBodyBytes = min(n, MaxBodyBytes)
 		}
 	}
 }

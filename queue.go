@@ -205,6 +205,7 @@ func (c *Client) prepareBatch(queue string, msgs []Message) ([]backend.Message, 
 	}
 	now := time.Now()
 	bms := make([]backend.Message, len(msgs))
+	size := 0
 	for i := range msgs {
 		bm, err := c.prepare(&msgs[i], now)
 		if err != nil {
@@ -214,6 +215,11 @@ func (c *Client) prepareBatch(queue string, msgs []Message) ([]backend.Message, 
 			return nil, err
 		}
 		bms[i] = bm
+		size += messageBytes(&bm)
+	}
+	if size > MaxBatchBytes {
+		return nil, fmt.Errorf("%w: the batch's bodies and headers total %d bytes; the limit is %d (enqueue it in smaller batches)",
+			ErrTooLarge, size, MaxBatchBytes)
 	}
 	return bms, nil
 }
@@ -288,7 +294,7 @@ func (c *Client) deadExhausted(ctx context.Context, queue string, bd *backend.De
 	// anyway, or it would wait for its lease to expire first.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := c.drv.Dead(ctx, ref, ReasonMaxAttempts)
+	err := c.drv.Dead(ctx, ref, ReasonMaxAttempts, bd.Attempt-1)
 	log := c.opts.logger.With(slog.String("queue", queue), slog.String("kind", bd.Kind),
 		slog.String("id", bd.ID), slog.Int("attempt", bd.Attempt), slog.Int("max_attempts", max))
 	switch {

@@ -82,15 +82,15 @@ func validateDelay(d time.Duration, what string) error {
 	if d < 0 {
 		return invalidf("%s %v is negative", what, d)
 	}
-	if d > maxDelay {
+	if d > MaxDelay {
 		return invalidf("%s %v is longer than 100 years", what, d)
 	}
 	return nil
 }
 
 func validateLease(d time.Duration) error {
-	if d < minLease || d > maxLease {
-		return invalidf("lease %v must be between %v and %v", d, minLease, maxLease)
+	if d < MinLease || d > MaxLease {
+		return invalidf("lease %v must be between %v and %v", d, MinLease, MaxLease)
 	}
 	return nil
 }
@@ -113,11 +113,11 @@ func (c *Client) prepare(m *Message, now time.Time) (backend.Message, error) {
 	if !m.RunAt.IsZero() && m.Delay != 0 {
 		return backend.Message{}, invalidf("set RunAt or Delay, not both")
 	}
-	if !m.RunAt.IsZero() && m.RunAt.Sub(now) > maxDelay {
+	if !m.RunAt.IsZero() && m.RunAt.Sub(now) > MaxDelay {
 		return backend.Message{}, invalidf("run-at %v is more than 100 years away", m.RunAt)
 	}
-	if m.MaxAttempts < 0 || m.MaxAttempts > maxMaxAttempts {
-		return backend.Message{}, invalidf("max attempts %d must be between 0 (client default) and %d", m.MaxAttempts, maxMaxAttempts)
+	if m.MaxAttempts < 0 || m.MaxAttempts > MaxAttemptsLimit {
+		return backend.Message{}, invalidf("max attempts %d must be between 0 (client default) and %d", m.MaxAttempts, MaxAttemptsLimit)
 	}
 	if m.DedupKey != "" {
 		if len(m.DedupKey) > MaxDedupKeyLen || !utf8.ValidString(m.DedupKey) || strings.IndexByte(m.DedupKey, 0) >= 0 {
@@ -149,6 +149,15 @@ func (c *Client) prepare(m *Message, now time.Time) (backend.Message, error) {
 		MaxAttempts: m.MaxAttempts,
 		EnqueuedAt:  now,
 	}, nil
+}
+
+// messageBytes is what m counts against MaxBatchBytes: its body and headers.
+func messageBytes(m *backend.Message) int {
+	n := len(m.Body)
+	for k, v := range m.Headers {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // cleanReason makes a reason storable everywhere: valid UTF-8, at most

@@ -33,7 +33,7 @@ func TestPrepareRefusesBadMessages(t *testing.T) {
 		{Message{Kind: "k", Body: make([]byte, DefaultMaxBodyBytes+1)}, ErrTooLarge},
 		{Message{Kind: "k", RunAt: now.Add(200 * 365 * 24 * time.Hour)}, ErrInvalid},
 		{Message{Kind: "k", Delay: 200 * 365 * 24 * time.Hour}, ErrInvalid},
-		{Message{Kind: "k", MaxAttempts: maxMaxAttempts + 1}, ErrInvalid},
+		{Message{Kind: "k", MaxAttempts: MaxAttemptsLimit + 1}, ErrInvalid},
 		{Message{Kind: "k", DedupKey: "x"}, ErrUnsupported}, // c.dedup is false
 		{Message{Kind: "k", DedupKey: "\xff"}, ErrInvalid},
 		{Message{Kind: "k", DedupKey: "a\x00b"}, ErrInvalid},

@@ -32,7 +32,12 @@
 //     dead-letters them.
 //   - Ack, Retry, Dead and Extend are fenced by the receipt: if the receipt is
 //     not the current lease of the message they return ErrLeaseLost and change
-//     nothing (R5). A second settlement of the same receipt is ErrLeaseLost.
+//     nothing. A lease stops being current at its deadline, whether or not the
+//     message was claimed again since; a second settlement of the same receipt
+//     is ErrLeaseLost too.
+//   - What was enqueued is what every delivery and dead letter carries, byte
+//     for byte: a driver that keeps a message in memory stores and hands out
+//     copies, never the caller's slices.
 //   - Context errors are returned unwrapped (errors.Is(err, context.Canceled)).
 //     A message claimed while ctx was being cancelled is not lost: its lease
 //     expires.

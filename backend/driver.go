@@ -30,8 +30,11 @@ type Driver interface {
 	Retry(ctx context.Context, ref Ref, delay time.Duration, reason string) error
 
 	// Dead ends the lease and moves the message to the queue's dead-letter
-	// store with reason and its attempt count.
-	Dead(ctx context.Context, ref Ref, reason string) error
+	// store with reason, recording attempts as its attempt count. The
+	// portable layer passes the delivery's Attempt for a consumer's Dead,
+	// and one less for a claim past max attempts, which was never handed
+	// out: a dead letter counts the deliveries its message had.
+	Dead(ctx context.Context, ref Ref, reason string, attempts int) error
 
 	// Extend moves the lease deadline to now + lease and returns it.
 	Extend(ctx context.Context, ref Ref, lease time.Duration) (time.Time, error)

@@ -81,7 +81,9 @@ type ReceiveParams struct {
 type DeadLetter struct {
 	Message
 	Queue string
-	// Attempts is the number of deliveries the message had.
+	// Attempts is the number of deliveries the message had: for a message
+	// dead-lettered on max attempts, its max attempts (the claim that found
+	// it exhausted was not handed out).
 	Attempts int
 	// Reason is why it was dead-lettered.
 	Reason string

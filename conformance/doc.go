@@ -10,11 +10,12 @@
 //		})
 //	}
 //
-// Each rule of the contract (R1–R18: durable enqueue, visibility, lease
-// expiry, extend, fencing, ack finality, retry, dead letters, max attempts,
-// delay, dedup keys, dead-letter management, stats, batches, cancellation,
-// close, bad input, isolation and wake-up) has tests named after what they
-// check. The tests talk to the driver through the portable fila.Client, so
+// Each rule of the contract (durable enqueue, visibility, lease expiry,
+// extend, fencing, lease end at the deadline, ack finality, retry, dead
+// letters, max attempts, delay, dedup keys, dead-letter management, stats,
+// batches, cancellation, close, bad input with every limit at the limit and
+// one past it, byte-for-byte copies, isolation and wake-up) has tests named
+// after what they check. The tests talk to the driver through the portable fila.Client, so
 // they check what applications see. They run in parallel on fresh, random
 // queue names with 1 s leases; a whole run takes seconds.
 //

@@ -65,8 +65,8 @@ func (s *suite) testCarriedAttempts(t *testing.T) {
 	// and dead-letters it.
 	expectNone(t, c, q, time.Second, "a message enqueued with its attempts used up")
 	if s.has(FeatureDeadLetters) {
-		if l := s.findDead(t, c, q, exhausted.ID); l != nil && l.Reason != fila.ReasonMaxAttempts {
-			t.Errorf("dead letter reason %q, want %q", l.Reason, fila.ReasonMaxAttempts)
+		if l := s.findDead(t, c, q, exhausted.ID); l != nil && (l.Reason != fila.ReasonMaxAttempts || l.Attempts != 3) {
+			t.Errorf("dead letter reason %q attempts %d, want %q after the 3 deliveries it carried", l.Reason, l.Attempts, fila.ReasonMaxAttempts)
 		}
 	}
 }

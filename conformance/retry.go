@@ -160,8 +160,8 @@ func (s *suite) testMaxAttemptsCrash(t *testing.T) {
 		if l.Reason != fila.ReasonMaxAttempts {
 			t.Errorf("dead letter reason %q, want %q", l.Reason, fila.ReasonMaxAttempts)
 		}
-		if l.Attempts < 2 {
-			t.Errorf("dead letter attempts %d, want at least 2", l.Attempts)
+		if l.Attempts != 2 {
+			t.Errorf("dead letter attempts %d, want 2 (the deliveries it had; max attempts 2)", l.Attempts)
 		}
 	}
 }
@@ -183,8 +183,8 @@ func (s *suite) testMaxAttemptsRetry(t *testing.T) {
 	}
 	expectNone(t, c, q, s.h.RedeliveryBound+time.Second, "a message past its max attempts")
 	if s.has(FeatureDeadLetters) {
-		if l := s.findDead(t, c, q, id); l != nil && l.Reason != fila.ReasonMaxAttempts {
-			t.Errorf("dead letter reason %q, want %q", l.Reason, fila.ReasonMaxAttempts)
+		if l := s.findDead(t, c, q, id); l != nil && (l.Reason != fila.ReasonMaxAttempts || l.Attempts != 2) {
+			t.Errorf("dead letter reason %q attempts %d, want %q after 2 deliveries", l.Reason, l.Attempts, fila.ReasonMaxAttempts)
 		}
 	}
 }

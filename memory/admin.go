@@ -56,7 +56,9 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 			page.Next = strconv.FormatInt(page.lastSeq, 10)
 			break
 		}
-		page.Letters = append(page.Letters, e.DeadLetter)
+		l := e.DeadLetter
+		l.Message = cloneMessage(l.Message)
+		page.Letters = append(page.Letters, l)
 		page.lastSeq = e.seq
 	}
 	return page.DeadPage, nil

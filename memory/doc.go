@@ -12,7 +12,8 @@
 // Exactly those of the contract (see package backend): at least once; a
 // received message is invisible until its lease deadline; an unsettled lease
 // expires and the message is delivered again with its attempt incremented;
-// Ack, Retry, Dead and Extend are fenced by the lease's receipt; dead letters
+// Ack, Retry, Dead and Extend are fenced by the lease's receipt and refused
+// once its deadline passed; bodies and headers are copied in and out; dead letters
 // are kept per queue with reason and attempts and can be listed, replayed and
 // purged; dedup keys are enforced over pending messages; enqueue inside a
 // [Tx] becomes visible only when the Tx commits. Nothing survives the

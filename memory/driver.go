@@ -1,7 +1,9 @@
 package memory
 
 import (
+	"bytes"
 	"context"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -81,6 +83,7 @@ func (b *Broker) insertLocked(queue string, msgs []backend.Message) []backend.En
 			q.dedup[m.DedupKey] = m.ID
 		}
 		b.seq++
+		m = cloneMessage(m) // the caller may reuse its buffers
 		q.msgs[m.ID] = &msg{Message: m, seq: b.seq, due: m.Due(now), attempts: m.Attempts}
 		res[i] = backend.EnqueueResult{ID: m.ID}
 	}
@@ -159,30 +162,36 @@ func (b *Broker) claimLocked(queue string, p backend.ReceiveParams) ([]backend.D
 }
 
 func (m *msg) delivery() backend.Delivery {
-	bm := m.Message
-	bm.Body = append([]byte{}, m.Body...)
-	if m.Headers != nil {
-		h := make(map[string]string, len(m.Headers))
-		for k, v := range m.Headers {
-			h[k] = v
-		}
-		bm.Headers = h
-	}
 	return backend.Delivery{
-		Message: bm, Attempt: m.attempts, Receipt: m.token,
+		Message: cloneMessage(m.Message), Attempt: m.attempts, Receipt: m.token,
 		Deadline: m.deadline, LastError: m.lastError,
 	}
 }
 
+// cloneMessage returns m with its own copies of the body and headers. The
+// broker stores and hands out copies only, so neither a producer reusing its
+// buffer nor a consumer changing what it received changes a stored message.
+func cloneMessage(m backend.Message) backend.Message {
+	m.Body = bytes.Clone(m.Body)
+	if m.Body == nil {
+		m.Body = []byte{}
+	}
+	if m.Headers != nil {
+		m.Headers = maps.Clone(m.Headers)
+	}
+	return m
+}
+
 // leasedLocked returns the message ref names if ref's receipt is its
-// current lease.
+// current lease: the latest one, and its deadline has not passed (whether or
+// not the message was claimed again since).
 func (b *Broker) leasedLocked(ref backend.Ref) (*queue, *msg, error) {
 	q := b.queues[ref.Queue]
 	if q == nil {
 		return nil, nil, backend.ErrLeaseLost
 	}
 	m := q.msgs[ref.ID]
-	if m == nil || m.token == "" || m.token != ref.Receipt {
+	if m == nil || m.token == "" || m.token != ref.Receipt || !m.deadline.After(b.clock.Now()) {
 		return nil, nil, backend.ErrLeaseLost
 	}
 	return q, m, nil
@@ -240,7 +249,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 }
 
 // Dead moves the message to the queue's dead letters.
-func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error {
+func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attempts int) error {
 	if err := d.check(ctx); err != nil {
 		return err
 	}
@@ -253,7 +262,7 @@ func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error
 	}
 	q.removeLocked(m)
 	b.seq++
-	dl := backend.DeadLetter{Message: m.Message, Queue: ref.Queue, Attempts: m.attempts, Reason: reason, DeadAt: b.clock.Now()}
+	dl := backend.DeadLetter{Message: m.Message, Queue: ref.Queue, Attempts: attempts, Reason: reason, DeadAt: b.clock.Now()}
 	q.dead = append(q.dead, &deadEntry{DeadLetter: dl, seq: b.seq})
 	return nil
 }

@@ -71,6 +71,7 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 		}
 		have[l.ID] = true
 		l.Queue = queue
+		l.Message = cloneMessage(l.Message)
 		b.seq++
 		q.dead = append(q.dead, &deadEntry{DeadLetter: l, seq: b.seq})
 	}

@@ -21,17 +21,17 @@ import (
 // removes the dead letter it wrote and returns ErrLeaseLost. A crash between
 // the two writes leaves the message both pending and dead: it can be
 // delivered again and then show twice, but it is never lost.
-func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error {
+func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attempts int) error {
 	var err error
 	if d.caps.Transactions {
-		err = d.deadTx(ctx, ref, reason)
+		err = d.deadTx(ctx, ref, reason, attempts)
 	} else {
-		err = d.deadOrdered(ctx, ref, reason)
+		err = d.deadOrdered(ctx, ref, reason, attempts)
 	}
 	return d.mapErr(ctx, err, "dead-letter")
 }
 
-func (d *Driver) deadTx(ctx context.Context, ref backend.Ref, reason string) error {
+func (d *Driver) deadTx(ctx context.Context, ref backend.Ref, reason string, attempts int) error {
 	sess, err := d.client.StartSession()
 	if err != nil {
 		return err
@@ -46,13 +46,13 @@ func (d *Driver) deadTx(ctx context.Context, ref backend.Ref, reason string) err
 		if err != nil {
 			return nil, err
 		}
-		_, err = d.dead.ReplaceOne(sctx, bson.D{{Key: "_id", Value: doc.ID}}, doc.deadDoc(reason, "", time.Now()), options.Replace().SetUpsert(true))
+		_, err = d.dead.ReplaceOne(sctx, bson.D{{Key: "_id", Value: doc.ID}}, doc.deadDoc(reason, "", attempts, time.Now()), options.Replace().SetUpsert(true))
 		return nil, err
 	}, options.Transaction().SetWriteConcern(d.wc))
 	return err
 }
 
-func (d *Driver) deadOrdered(ctx context.Context, ref backend.Ref, reason string) error {
+func (d *Driver) deadOrdered(ctx context.Context, ref backend.Ref, reason string, attempts int) error {
 	var doc msgDoc
 	err := d.msgs.FindOne(ctx, leaseFilter(ref)).Decode(&doc)
 	if errors.Is(err, gomongo.ErrNoDocuments) {
@@ -61,7 +61,7 @@ func (d *Driver) deadOrdered(ctx context.Context, ref backend.Ref, reason string
 	if err != nil {
 		return err
 	}
-	if _, err := d.dead.ReplaceOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}, doc.deadDoc(reason, ref.Receipt, time.Now()), options.Replace().SetUpsert(true)); err != nil {
+	if _, err := d.dead.ReplaceOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}, doc.deadDoc(reason, ref.Receipt, attempts, time.Now()), options.Replace().SetUpsert(true)); err != nil {
 		return err
 	}
 	res, err := d.msgs.DeleteOne(ctx, leaseFilter(ref))

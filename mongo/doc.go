@@ -24,7 +24,8 @@
 // re-checks per document that it is still claimable (a third round trip
 // reads back what was claimed when competing consumers took some). Ack,
 // Retry, Dead and Extend match
-// {_id, queue, receipt}, so a stale receipt changes nothing and gets
+// {_id, queue, receipt} and a lease deadline after now (by this client's
+// clock), so a stale or expired receipt changes nothing and gets
 // ErrLeaseLost; an Ack of many is one deleteMany.
 //
 // Dead letters live in <prefix>dead. Where the server has transactions,

@@ -261,14 +261,14 @@ func (doc *msgDoc) delivery() backend.Delivery {
 	}
 }
 
-func (doc *msgDoc) deadDoc(reason, receipt string, now time.Time) *deadDoc {
+func (doc *msgDoc) deadDoc(reason, receipt string, attempts int, now time.Time) *deadDoc {
 	return &deadDoc{
 		ID:          doc.ID,
 		Queue:       doc.Queue,
 		Kind:        doc.Kind,
 		Body:        bodyOf(doc.Body),
 		Headers:     doc.Headers,
-		Attempts:    doc.Attempts,
+		Attempts:    attempts,
 		MaxAttempts: doc.MaxAttempts,
 		LastError:   doc.LastError,
 		DedupKey:    plainKey(doc.DedupKey),

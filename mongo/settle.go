@@ -12,9 +12,15 @@ import (
 )
 
 // leaseFilter matches a message only while ref's receipt is its current
-// lease: the fence of every settlement (R5).
+// lease and the lease's deadline has not passed by this client's clock
+// (whether or not another consumer took the message since): the fence of
+// every settlement. A lease's deadline is its due time, or for a message
+// taken early by ReceiveDelayed (due at its later run-at) its "ld" field.
 func leaseFilter(ref backend.Ref) bson.D {
-	return bson.D{{Key: "_id", Value: ref.ID}, {Key: "q", Value: ref.Queue}, {Key: "r", Value: ref.Receipt}}
+	now := floorMS(time.Now())
+	return bson.D{{Key: "_id", Value: ref.ID}, {Key: "q", Value: ref.Queue}, {Key: "r", Value: ref.Receipt},
+		{Key: "due", Value: bson.D{{Key: "$gt", Value: now}}},
+		{Key: "ld", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$lte", Value: now}}}}}}
 }
 
 // Ack deletes the messages whose receipts are current with one deleteOne,

@@ -86,13 +86,13 @@ func TestDeadWithoutTransactions(t *testing.T) {
 	ref := backend.Ref{Queue: q, ID: ds[0].ID, Receipt: ds[0].Receipt}
 	stale := ref
 	stale.Receipt = "stale"
-	if err := drv.deadOrdered(ctx, stale, "no"); !errors.Is(err, backend.ErrLeaseLost) {
+	if err := drv.deadOrdered(ctx, stale, "no", 1); !errors.Is(err, backend.ErrLeaseLost) {
 		t.Errorf("dead with a stale receipt: want ErrLeaseLost, got %v", err)
 	}
-	if err := drv.deadOrdered(ctx, ref, "bad input"); err != nil {
+	if err := drv.deadOrdered(ctx, ref, "bad input", 1); err != nil {
 		t.Fatalf("dead: %v", err)
 	}
-	if err := drv.deadOrdered(ctx, ref, "again"); !errors.Is(err, backend.ErrLeaseLost) {
+	if err := drv.deadOrdered(ctx, ref, "again", 1); !errors.Is(err, backend.ErrLeaseLost) {
 		t.Errorf("second dead: want ErrLeaseLost, got %v", err)
 	}
 	st, err := drv.QueueStats(ctx, q)

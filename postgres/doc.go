@@ -27,12 +27,11 @@
 //   - Ack deletes the rows whose id and token match, all refs in one
 //     statement. Retry clears the token and sets the next run-at, keeping the
 //     previous last error when the reason is empty. Dead moves the row to the
-//     dead-letter table in one statement. All three are fenced by id and
-//     token: a receipt whose lease was taken over by another receiver, or
-//     that was already settled, gets ErrLeaseLost and changes nothing. A
-//     receipt whose lease expired but that nobody has claimed again is still
-//     accepted by Ack, Retry and Dead (no one else can hold the message);
-//     Extend accepts only a lease that has not expired.
+//     dead-letter table in one statement. All three, and Extend, are fenced
+//     by id, token and deadline (visible_at > now() by the server's clock):
+//     a receipt whose lease has expired (even if nobody claimed the message
+//     again yet), was taken over by another receiver, or was already
+//     settled gets ErrLeaseLost and changes nothing.
 //   - Ordering: a single receiver without retries or delays gets messages in
 //     enqueue order (by run-at, then by id); competing receivers get no
 //     ordering promise.

@@ -15,17 +15,17 @@ func msg(id, kind string) backend.Message {
 	return backend.Message{ID: id, Kind: kind, Body: []byte{}, EnqueuedAt: time.Now()}
 }
 
-// TestExpiredLeaseSettlement pins the documented fencing details: an
-// expired lease nobody claimed again can still be acked, but not extended;
+// TestSettlementFencing pins the fencing details: an expired lease nobody
+// claimed again is refused like any other lost lease (Ack, Retry, Extend);
 // garbage receipts are ErrLeaseLost; a repeated ref in one Ack is a second
 // settlement.
-func TestExpiredLeaseSettlement(t *testing.T) {
+func TestSettlementFencing(t *testing.T) {
 	pool := testPool(t)
 	schema := migratedSchema(t, pool)
 	d := newDriver(t, pool, postgres.Options{Schema: schema})
 	ctx := ctxT(t, 30*time.Second)
 	q := "sem-" + randHex(4)
-	ids := []string{uuidString(), uuidString()}
+	ids := []string{uuidString(), uuidString(), uuidString()}
 	slices.Sort(ids) // a batch is claimed in id order (time-ordered ids in real use)
 	if _, err := d.Enqueue(ctx, q, []backend.Message{msg(ids[0], "a"), msg(ids[1], "b")}); err != nil {
 		t.Fatal(err)
@@ -41,27 +41,32 @@ func TestExpiredLeaseSettlement(t *testing.T) {
 		st, err := d.QueueStats(ctx, q)
 		return err == nil && st.Ready == 2 // expired leases count as ready
 	})
-	ref := func(i int) backend.Ref { return backend.Ref{Queue: q, ID: ds[i].ID, Receipt: ds[i].Receipt} }
-	if _, err := d.Extend(ctx, ref(0), time.Minute); !errors.Is(err, backend.ErrLeaseLost) {
+	ref := func(d backend.Delivery) backend.Ref { return backend.Ref{Queue: q, ID: d.ID, Receipt: d.Receipt} }
+	if _, err := d.Extend(ctx, ref(ds[0]), time.Minute); !errors.Is(err, backend.ErrLeaseLost) {
 		t.Errorf("Extend of an expired lease: want ErrLeaseLost, got %v", err)
 	}
-	bad := backend.Ref{Queue: q, ID: ds[1].ID, Receipt: "not-a-uuid"}
-	errs, err := d.Ack(ctx, []backend.Ref{ref(0), ref(0), bad})
+	if errs, err := d.Ack(ctx, []backend.Ref{ref(ds[0])}); err != nil || !errors.Is(errs[0], backend.ErrLeaseLost) {
+		t.Errorf("Ack of an expired, unclaimed lease: %v, %v; want ErrLeaseLost", errs, err)
+	}
+	if err := d.Retry(ctx, ref(ds[1]), time.Hour, "later"); !errors.Is(err, backend.ErrLeaseLost) {
+		t.Errorf("Retry of an expired, unclaimed lease: want ErrLeaseLost, got %v", err)
+	}
+	if st, err := d.QueueStats(ctx, q); err != nil || st.Ready != 2 || st.Delayed != 0 {
+		t.Errorf("stats %+v, %v; want both messages ready (nothing settled)", st, err)
+	}
+
+	// A current lease, acked twice in one call and with a garbage receipt.
+	ds, err = d.Receive(ctx, q, backend.ReceiveParams{Max: 1, Lease: time.Minute})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("Receive: %d, %v", len(ds), err)
+	}
+	bad := backend.Ref{Queue: q, ID: ds[0].ID, Receipt: "not-a-uuid"}
+	errs, err := d.Ack(ctx, []backend.Ref{ref(ds[0]), ref(ds[0]), bad})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if errs[0] != nil || !errors.Is(errs[1], backend.ErrLeaseLost) || !errors.Is(errs[2], backend.ErrLeaseLost) {
 		t.Errorf("Ack errors %v; want [nil, ErrLeaseLost, ErrLeaseLost]", errs)
-	}
-	if err := d.Retry(ctx, ref(1), time.Hour, "later"); err != nil {
-		t.Errorf("Retry of an expired, unclaimed lease: %v", err)
-	}
-	st, err := d.QueueStats(ctx, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Ready != 0 || st.Delayed != 1 || st.Leased != 0 {
-		t.Errorf("stats %+v; want 1 delayed", st)
 	}
 }
 
@@ -136,7 +141,7 @@ func TestNULCharacters(t *testing.T) {
 		t.Errorf("last error %q", ds[0].LastError)
 	}
 	ref = backend.Ref{Queue: q, ID: ds[0].ID, Receipt: ds[0].Receipt}
-	if err := d.Dead(ctx, ref, "dead\x00"); err != nil {
+	if err := d.Dead(ctx, ref, "dead\x00", 2); err != nil {
 		t.Fatalf("Dead with NUL in the reason: %v", err)
 	}
 	k := msg(uuidString(), "k")

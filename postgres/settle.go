@@ -82,14 +82,14 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 }
 
 // Dead moves the message to the dead-letter table in one statement.
-func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error {
+func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attempts int) error {
 	if d.isClosed() {
 		return backend.ErrClosed
 	}
 	if !validUUID(ref.ID) || !validUUID(ref.Receipt) {
 		return backend.ErrLeaseLost
 	}
-	tag, err := d.pool.Exec(ctx, d.q.dead, ref.ID, ref.Receipt, textSafe(reason))
+	tag, err := d.pool.Exec(ctx, d.q.dead, ref.ID, ref.Receipt, textSafe(reason), int32(attempts))
 	if err != nil {
 		return mapErr(ctx, "dead", err)
 	}

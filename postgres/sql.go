@@ -127,7 +127,7 @@ FROM {{s}}.messages WHERE queue = $1`),
 
 		ack: r.Replace(`DELETE FROM {{s}}.messages m
 USING unnest($1::uuid[], $2::uuid[]) AS r(id, token)
-WHERE m.id = ANY($1::uuid[]) AND m.id = r.id AND m.lease_token = r.token
+WHERE m.id = ANY($1::uuid[]) AND m.id = r.id AND m.lease_token = r.token AND m.visible_at > now()
 RETURNING m.id::text`),
 		// Retry notifies the queue so receivers blocked elsewhere, sleeping
 		// until the old lease deadline, see the earlier run-at.
@@ -138,16 +138,16 @@ RETURNING m.id::text`),
 		visible_at = GREATEST(now() + $3 * interval '1 microsecond', run_at),
 		run_at = NULL,
 		last_error = COALESCE(NULLIF($4, ''), last_error)
-	WHERE id = $1 AND lease_token = $2
+	WHERE id = $1 AND lease_token = $2 AND visible_at > now()
 	RETURNING queue
 )
 SELECT pg_notify($5, queue) FROM u`),
 		dead: r.Replace(`WITH d AS (
-	DELETE FROM {{s}}.messages WHERE id = $1 AND lease_token = $2
-	RETURNING id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key
+	DELETE FROM {{s}}.messages WHERE id = $1 AND lease_token = $2 AND visible_at > now()
+	RETURNING id, queue, kind, body, headers, enqueued_at, max_attempts, dedup_key
 )
 INSERT INTO {{s}}.dead (id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, reason)
-SELECT id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, $3 FROM d`),
+SELECT id, queue, kind, body, headers, enqueued_at, $4, max_attempts, dedup_key, $3 FROM d`),
 		extend: r.Replace(`UPDATE {{s}}.messages
 SET visible_at = now() + $3 * interval '1 microsecond'
 WHERE id = $1 AND lease_token = $2 AND visible_at > now()

@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"bytes"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -80,12 +81,15 @@ func priorAttempts(dv *amqp.Delivery) int {
 	return int(intHeader(dv.Headers, hAttempts) + intHeader(dv.Headers, hDelCount))
 }
 
-// decode turns a delivery into the message Fila hands out.
+// decode turns a delivery into the message Fila hands out. The body is a
+// copy: the driver keeps dv to publish it again (Retry, Dead, give-back),
+// and a handler that changes the bytes it got must not change what later
+// deliveries carry.
 func decode(dv *amqp.Delivery) backend.Message {
 	m := backend.Message{
 		ID:          dv.MessageId,
 		Kind:        dv.Type,
-		Body:        dv.Body,
+		Body:        bytes.Clone(dv.Body),
 		MaxAttempts: int(intHeader(dv.Headers, hMax)),
 	}
 	if m.Body == nil {

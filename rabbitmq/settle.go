@@ -32,7 +32,9 @@ func (d *Driver) parseReceipt(r string) (gen, tag uint64, ok bool) {
 	return gen, tag, err1 == nil && err2 == nil
 }
 
-// leaseLocked finds the current lease of ref.
+// leaseLocked finds the current lease of ref: this instance still holds the
+// delivery on that channel, unsettled, and its deadline has not passed (the
+// janitor gives it back a moment later).
 func (p *puller) leaseLocked(ref backend.Ref) (*chanState, *entry, bool) {
 	gen, tag, ok := p.d.parseReceipt(ref.Receipt)
 	cs := p.cs
@@ -40,7 +42,7 @@ func (p *puller) leaseLocked(ref backend.Ref) (*chanState, *entry, bool) {
 		return nil, nil, false
 	}
 	e := cs.entries[tag]
-	if e == nil || !e.leased || e.busy || e.dv.MessageId != ref.ID {
+	if e == nil || !e.leased || e.busy || e.dv.MessageId != ref.ID || !time.Now().Before(e.deadline) {
 		return nil, nil, false
 	}
 	return cs, e, true
@@ -141,10 +143,10 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 // Dead publishes a copy of the message (confirmed) with its reason,
 // attempts and time to the queue's dead-letter exchange, then acks the
 // original.
-func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error {
+func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attempts int) error {
 	return d.republish(ctx, ref, "dead-letter", func(s *session, p *puller, e *entry) (pubItem, error) {
 		pub := copyOf(&e.dv)
-		pub.Headers[hAttempts] = int64(e.attempt)
+		pub.Headers[hAttempts] = int64(attempts)
 		pub.Headers[hReason] = reason
 		pub.Headers[hDeadAt] = time.Now().UnixMilli()
 		delete(pub.Headers, hRunAt)

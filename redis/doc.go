@@ -58,7 +58,9 @@
 // own ("l<token>:<stream id>", XCLAIM … JUSTID), so the rest of its batch
 // keeps the old deadline. Ack, Retry, Dead and Extend are scripts that check
 // the receipt first and return ErrLeaseLost, changing nothing, when it is not
-// current. Ack checks a batch from one Receive with one XACK whose count
+// current: the entry is not pending for its lease's consumer, or that
+// consumer's deadline has passed by the server's clock (even before another
+// Receive took the entry over). Ack checks a batch from one Receive with one XACK whose count
 // must match, while its lease has never lost an entry to another consumer,
 // and otherwise against the pending list; it does XACK + XDEL, so the stream
 // only holds pending work. Retry moves the message to the delayed set (or

@@ -349,7 +349,8 @@ func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, 
 		if err != nil {
 			// A corrupt entry would come back forever: dead-letter it.
 			d.o.Logger.Error("fila/redis: dead-lettering an undecodable stream entry", slog.String("queue", queue), slog.String("stream_id", sid), slog.Any("error", err))
-			_ = d.Dead(ctx, backend.Ref{Queue: queue, ID: m.ID, Receipt: receipt}, "fila/redis: undecodable entry: "+err.Error())
+			// It was never handed out: this claim is not a delivery.
+			_ = d.Dead(ctx, backend.Ref{Queue: queue, ID: m.ID, Receipt: receipt}, "fila/redis: undecodable entry: "+err.Error(), int(toInt(list[i+1]))-1)
 			continue
 		}
 		if stride == 4 {
@@ -504,12 +505,12 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 
 // Dead ends the lease and appends the message to the queue's dead-letter
 // stream with reason and attempts.
-func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string) error {
+func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attempts int) error {
 	sid, tok, ok := parseReceipt(ref.Receipt)
 	if !ok {
 		return backend.ErrLeaseLost
 	}
-	n, err := scriptDead.Run(ctx, d.c, d.keys(ref.Queue).list(), group, sid, tok, reason, d.o.DeadCap).Int64()
+	n, err := scriptDead.Run(ctx, d.c, d.keys(ref.Queue).list(), group, sid, tok, reason, d.o.DeadCap, attempts).Int64()
 	if err != nil {
 		return d.fail(ctx, err)
 	}

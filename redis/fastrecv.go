@@ -133,7 +133,7 @@ func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.
 		m, prior, lastErr, err := entryMessage(e[1])
 		if err != nil {
 			d.o.Logger.Error("fila/redis: dead-lettering an undecodable stream entry", "queue", queue, "stream_id", sid, "error", err)
-			_ = d.Dead(ctx, backend.Ref{Queue: queue, ID: m.ID, Receipt: receipt}, "fila/redis: undecodable entry: "+err.Error())
+			_ = d.Dead(ctx, backend.Ref{Queue: queue, ID: m.ID, Receipt: receipt}, "fila/redis: undecodable entry: "+err.Error(), prior)
 			continue
 		}
 		res.ds = append(res.ds, backend.Delivery{Message: m, Attempt: prior + 1, Receipt: receipt, Deadline: deadline, LastError: lastErr})

@@ -109,7 +109,7 @@ func testReceiveDelayedSettlements(t *testing.T, e *env) {
 	if err != nil || errs[0] != nil || !errors.Is(errs[1], backend.ErrLeaseLost) {
 		t.Fatalf("Ack of an early delivery, twice: %v %v", errs, err)
 	}
-	if err := d.Dead(ctx, ref(q, by["dead"]), "gone"); err != nil {
+	if err := d.Dead(ctx, ref(q, by["dead"]), "gone", by["dead"].Attempt); err != nil {
 		t.Fatalf("Dead: %v", err)
 	}
 	if err := d.Retry(ctx, ref(q, by["dead"]), 0, ""); !errors.Is(err, backend.ErrLeaseLost) {

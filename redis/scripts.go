@@ -177,9 +177,18 @@ local function pel_of(g, sid)
   return p[1][2], tonumber(p[1][4])
 end
 
--- owns reports whether consumer o is token tok's lease on entry sid.
-local function owns(o, tok, sid)
-  return o == 'l' .. tok or o == 'l' .. tok .. ':' .. sid
+-- live reports whether the lease named n (a lease consumer, or the pseudo
+-- stream id of an early lease) has a deadline after now. A receipt is
+-- current only until its deadline, even while nobody took the message over.
+local function live(n, now)
+  local d = redis.call('ZSCORE', KX, n)
+  return d and tonumber(d) > now
+end
+
+-- owns reports whether consumer o is token tok's lease on entry sid and its
+-- deadline has not passed.
+local function owns(o, tok, sid, now)
+  return (o == 'l' .. tok or o == 'l' .. tok .. ':' .. sid) and live(o, now)
 end
 
 -- requeue returns the fields of entry f for a new entry, recording attempts
@@ -251,12 +260,12 @@ local function early_fields(mid)
 end
 
 -- early_lease returns the attempt, message id and dedup key of the early
--- lease sid when token holds it, else nil.
-local function early_lease(sid, token)
+-- lease sid when token holds it and its deadline has not passed, else nil.
+local function early_lease(sid, token, now)
   local r = redis.call('HGET', KL, sid)
   if not r then return nil end
   local t, att, mid, dedup = rec_parse(r)
-  if t ~= token then return nil end
+  if t ~= token or not live(sid, now) then return nil end
   return att, mid, dedup
 end
 
@@ -412,14 +421,14 @@ local function takeover(g, c, now, want, give)
   return got
 end
 
--- take checks that token tok holds the delivery sid and ends it. It returns
+-- take checks that token tok holds the delivery sid (at now) and ends it. It returns
 -- the message's fields, attempt, id and dedup key, or nil when the lease is
 -- lost. The stream entry is deleted and its dedup index dropped (the key
 -- itself stays held: the caller frees it or requeues the message). An early
 -- delivery's fields are removed from the payloads hash.
-local function take(g, sid, tok)
+local function take(g, sid, tok, now)
   if is_early(sid) then
-    local att, mid, dedup = early_lease(sid, tok)
+    local att, mid, dedup = early_lease(sid, tok, now)
     if not att then return nil end
     redis.call('HDEL', KL, sid)
     redis.call('ZREM', KX, sid)
@@ -432,7 +441,7 @@ local function take(g, sid, tok)
     return f, att, mid, dedup
   end
   local o, cnt = pel_of(g, sid)
-  if not o or not owns(o, tok, sid) then return nil end
+  if not o or not owns(o, tok, sid, now) then return nil end
   local e = redis.call('XRANGE', KS, sid, sid)
   redis.pcall('XACK', KS, g, sid)
   release(g, o)
@@ -566,6 +575,7 @@ return out
 // entries (takeover, Extend), each entry is checked against the pending list.
 const luaAck = `
 local g = ARGV[1]
+local now = now_ms()
 local lost = {}
 local ok, xack, done, used, unmoved = {}, {}, {}, {}, {}
 local i, pos = 2, 0
@@ -577,7 +587,8 @@ while i <= #ARGV do
   local clean, settled = false, false
   local have = {}
   if lo ~= '' then
-    clean = redis.call('ZSCORE', KX, c) and redis.call('SISMEMBER', KT, c) == 0
+    local alive = live(c, now)
+    clean = alive and redis.call('SISMEMBER', KT, c) == 0
     if clean then unmoved[#unmoved + 1] = c else used[#used + 1] = c end
     if clean then
       local l
@@ -606,7 +617,7 @@ while i <= #ARGV do
           if not have[sid] and #redis.call('XRANGE', KS, sid, sid) > 0 then have[sid] = true end
         end
       end
-    else
+    elseif alive then
       local p = redis.pcall('XPENDING', KS, g, lo, hi, n + 100, c)
       if not is_err(p) then
         for _, e in ipairs(p) do have[e[1]] = true end
@@ -620,7 +631,7 @@ while i <= #ARGV do
     if done[sid] then
       good = false
     elseif is_early(sid) then
-      local att, mid, dedup = early_lease(sid, tok)
+      local att, mid, dedup = early_lease(sid, tok, now)
       if att then
         free_dedup(dedup, mid)
         redis.call('HDEL', KP, mid)
@@ -635,7 +646,7 @@ while i <= #ARGV do
     elseif not clean then
       -- beyond the range's reply, or extended (a consumer of its own)
       local o = pel_of(g, sid)
-      if o and owns(o, tok, sid) then
+      if o and owns(o, tok, sid, now) then
         ok[#ok + 1] = sid
         xack[#xack + 1] = sid
         if o ~= c then used[#used + 1] = o end
@@ -660,10 +671,10 @@ return lost
 // later of its run-at and now + delay.
 const luaRetry = `
 local g, sid, token, delay, reason = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local src, att, mid = take(g, sid, token)
+local now = now_ms()
+local src, att, mid = take(g, sid, token, now)
 if not src then return 0 end
 local f = requeue(src, att, reason)
-local now = now_ms()
 local due = now + delay
 -- a message taken early keeps its run-at: it never becomes ready before it
 if is_early(sid) then due = math.max(due, early_runat(sid)) end
@@ -677,11 +688,12 @@ end
 return 1
 `
 
-// ARGV: group, stream id, token, reason, cap (0 = unbounded). Returns 1, or 0
-// when the lease is lost.
+// ARGV: group, stream id, token, reason, cap (0 = unbounded), attempts to
+// record. Returns 1, or 0 when the lease is lost.
 const luaDead = `
-local g, sid, token, reason, cap = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-local src, att, mid, dedup = take(g, sid, token)
+local g, sid, token, reason, cap, att = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local now = now_ms()
+local src, _, mid, dedup = take(g, sid, token, now)
 if not src then return 0 end
 local f = {}
 local kind = ''
@@ -692,7 +704,7 @@ for i = 1, #src, 2 do
 end
 f[#f + 1] = 'a'; f[#f + 1] = att
 f[#f + 1] = 'r'; f[#f + 1] = reason
-f[#f + 1] = 'z'; f[#f + 1] = now_ms()
+f[#f + 1] = 'z'; f[#f + 1] = now
 dead_add(f, mid, kind)
 dead_trim(cap)
 free_dedup(dedup, mid)
@@ -704,14 +716,15 @@ return 1
 // its own ("l<token>:<stream id>") with its own deadline.
 const luaExtend = `
 local g, sid, token, lease = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local deadline = now_ms() + lease
+local now = now_ms()
+local deadline = now + lease
 if is_early(sid) then
-  if not early_lease(sid, token) then return 0 end
+  if not early_lease(sid, token, now) then return 0 end
   redis.call('ZADD', KX, deadline, sid)
   return deadline
 end
 local o = pel_of(g, sid)
-if not o or not owns(o, token, sid) then return 0 end
+if not o or not owns(o, token, sid, now) then return 0 end
 local a = 'l' .. token .. ':' .. sid
 local cl = redis.call('XCLAIM', KS, g, a, 0, sid, 'JUSTID')
 if #cl == 0 then

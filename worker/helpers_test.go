@@ -381,8 +381,8 @@ func (h *hookDriver) Retry(ctx context.Context, ref backend.Ref, delay time.Dura
 	return err
 }
 
-func (h *hookDriver) Dead(ctx context.Context, ref backend.Ref, reason string) error {
-	err := h.Driver.Dead(ctx, ref, reason)
+func (h *hookDriver) Dead(ctx context.Context, ref backend.Ref, reason string, attempts int) error {
+	err := h.Driver.Dead(ctx, ref, reason, attempts)
 	if err == nil && h.settled != nil {
 		h.settled(ref.Queue)
 	}
