@@ -110,9 +110,11 @@
 // fila_reconnect_max) and, on the new connection, redeclares topology and
 // restarts consumers as Receive calls need them. Calls made while the
 // connection is down wait up to fila_reconnect_wait and then fail with
-// ErrUnavailable; a blocked Receive waits until its context ends. Calls in
-// flight when the connection breaks fail with ErrUnavailable (retryable) or,
-// for settlements, ErrLeaseLost.
+// fila.ErrUnavailable; a blocked Receive waits until its context ends. Calls
+// in flight when the connection breaks fail with fila.ErrUnavailable
+// (retryable) or, for settlements, ErrLeaseLost. ErrBlocked, ErrNacked and
+// ErrUnroutable are retryable too: errors.Is matches them with
+// fila.ErrUnavailable as well as with themselves.
 //
 // # Capabilities
 //

@@ -94,7 +94,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		return nil, ctx.Err()
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("rabbitmq: connect: %w", mapErr(ctx, "connect", r.err))
+		return nil, mapErr(ctx, "connect", r.err)
 	}
 	d.sess = r.s
 	close(d.sessCh)
@@ -206,7 +206,7 @@ func (d *Driver) session(ctx context.Context, wait time.Duration) (*session, err
 		case <-d.closeCh:
 			return nil, backend.ErrClosed
 		case <-timeout:
-			return nil, fmt.Errorf("%w: no connection after waiting %v", ErrUnavailable, wait)
+			return nil, fmt.Errorf("%w: no connection after waiting %v", backend.ErrUnavailable, wait)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func TestForcedDisconnect(t *testing.T) {
 				if id, err = prod.Enqueue(ctx, q, fila.Message{Kind: "k", Body: []byte(fmt.Sprint(i))}); err == nil {
 					break
 				}
-				if !errors.Is(err, rabbitmq.ErrUnavailable) || try > 50 {
+				if !errors.Is(err, fila.ErrUnavailable) || try > 50 {
 					t.Errorf("Enqueue: %v", err)
 					return
 				}
@@ -101,7 +101,7 @@ func TestForcedDisconnect(t *testing.T) {
 				if err := d.Ack(ctx); err != nil {
 					// The connection broke after the delivery: the broker
 					// requeued it and it comes again.
-					if !errors.Is(err, fila.ErrLeaseLost) && !errors.Is(err, rabbitmq.ErrUnavailable) {
+					if !errors.Is(err, fila.ErrLeaseLost) && !errors.Is(err, fila.ErrUnavailable) {
 						t.Errorf("Ack: %v", err)
 					}
 					continue

@@ -58,7 +58,7 @@ type Options struct {
 	// 5s; the first retry is after 100ms). URL parameter fila_reconnect_max.
 	ReconnectMax time.Duration
 	// ReconnectWait is how long a call made while the connection is down
-	// waits for the reconnection before failing with ErrUnavailable (default
+	// waits for the reconnection before failing with fila.ErrUnavailable (default
 	// 5s; a Receive keeps waiting until its context ends). URL parameter
 	// fila_reconnect_wait.
 	ReconnectWait time.Duration
