@@ -121,9 +121,12 @@
 // Failures a retry may cure wrap backend.ErrUnavailable (fila.ErrUnavailable):
 // refused, lost or timed-out connections, an exhausted connection pool, and
 // the LOADING, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, NOREPLICAS, BUSY,
-// OOM and max-clients replies. A retried call may repeat work whose reply was
-// lost (an enqueue stored twice, a settlement already applied reporting
-// ErrLeaseLost).
+// OOM and max-clients replies. A MULTI/EXEC transaction that Redis discarded
+// (EXECABORT, because a queued command was refused) stored nothing and is
+// reported with the refusal of that command, so a transaction refused with
+// LOADING while Redis loads its data is retryable like any other LOADING
+// reply. A retried call may repeat work whose reply was lost (an enqueue
+// stored twice, a settlement already applied reporting ErrLeaseLost).
 //
 // # Cost
 //

@@ -129,6 +129,24 @@ func (d *Driver) fail(ctx context.Context, err error) error {
 	return fmt.Errorf("fila/redis: %w", err)
 }
 
+// execAbortCause returns, for a MULTI/EXEC transaction that Redis discarded
+// with EXECABORT (a command was refused while being queued, so nothing ran
+// and nothing was stored), the refusal of the first refused command: that
+// reply (LOADING while Redis loads its data, OOM, READONLY, …) is what says
+// whether a retry may help, while EXECABORT itself does not. Any other
+// error is returned unchanged.
+func execAbortCause(err error, cmds []goredis.Cmder) error {
+	if !goredis.IsExecAbortError(err) {
+		return err
+	}
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && !goredis.IsExecAbortError(cerr) {
+			return fmt.Errorf("%w (%v; the transaction stored nothing)", cerr, err)
+		}
+	}
+	return err
+}
+
 // retryableReplies are the prefixes of Redis error replies that a later
 // retry may cure: the server is loading its data, shutting down, failing
 // over, out of memory or clients, or busy with a long script (but not
@@ -229,13 +247,14 @@ func (d *Driver) enqueuePlain(ctx context.Context, k keys, msgs []backend.Messag
 		}
 		fields[i] = f
 	}
-	if _, err := d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+	cmds, err := d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 		for _, f := range fields {
 			pipe.XAdd(ctx, &goredis.XAddArgs{Stream: k.stream, Values: f})
 		}
 		return nil
-	}); err != nil {
-		return nil, d.fail(ctx, err)
+	})
+	if err != nil {
+		return nil, d.fail(ctx, execAbortCause(err, cmds))
 	}
 	res := make([]backend.EnqueueResult, len(msgs))
 	for i := range msgs {
