@@ -18,6 +18,13 @@
 // Most applications run handlers with package worker instead of writing this
 // loop.
 //
+// Open connects to the broker and checks that it answers before it returns
+// (like sql.Open followed by Ping, in one call that honours its context), on
+// every driver: a broker that cannot be reached fails at Open with an error
+// matching ErrUnavailable, not at the first call. Once open, a client rides
+// out broker outages: calls fail with ErrUnavailable meanwhile, and the
+// driver reconnects by itself.
+//
 // # Delivery semantics
 //
 // Delivery is at least once. Enqueue returns once the broker has stored the

@@ -2,6 +2,7 @@ package fila
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -68,6 +69,14 @@ var knownDrivers = map[string]string{
 // postgres://, redis://, amqp://, mongodb:// (and their TLS variants). The
 // driver package must be imported (for its side effect) to register its
 // scheme. Query parameters configure the driver; unknown ones are an error.
+//
+// Open connects to the broker and checks that it answers before it returns,
+// like sql.Open followed by Ping, within ctx: a broker that cannot be
+// reached fails here with an error matching ErrUnavailable (and, when ctx
+// ended first, ctx's error as well), a bad URL or parameter with
+// ErrInvalid. Once open, a
+// client survives broker outages: calls fail with ErrUnavailable meanwhile
+// and the driver reconnects by itself.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -89,6 +98,11 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	}
 	drv, err := opener(ctx, u)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) && !errors.Is(err, ErrUnavailable) {
+			// The broker did not answer in time: still a broker that
+			// cannot be reached, and the context's error too.
+			err = fmt.Errorf("%w: the broker did not answer before the context ended: %w", ErrUnavailable, err)
+		}
 		return nil, fmt.Errorf("open %s: %w", Redact(rawURL), err)
 	}
 	return New(drv, opts...), nil

@@ -10,6 +10,12 @@
 // clusters through mongos) get every feature; a standalone server works
 // without transactions and change streams (see below).
 //
+// Open (and New) talk to the server before returning (hello, buildInfo,
+// index creation), within ctx and the connection string's
+// serverSelectionTimeoutMS (30s by default): an unreachable server fails
+// there with an error matching fila.ErrUnavailable (and ctx's error when
+// ctx ended first). The mongo driver reconnects by itself afterwards.
+//
 // # Storage
 //
 // Pending messages of all queues (ready, delayed and leased) live in one

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
 )
 
 // TestOpenRejectsBadURLs needs no server: bad URLs fail before connecting.
@@ -70,4 +71,14 @@ func TestOpenThroughFila(t *testing.T) {
 	if err := c.Ping(ctx); err != nil {
 		t.Errorf("Ping: %v", err)
 	}
+}
+
+// TestOpenUnreachable: fila.Open checks the server at Open, so an
+// unreachable one fails there with fila.ErrUnavailable, within ctx (server
+// selection is shortened so the closed-port case ends on the mongo driver's
+// own timeout rather than the test's).
+func TestOpenUnreachable(t *testing.T) {
+	testenv.CheckOpenUnreachable(t, func(hostport string) string {
+		return "mongodb://" + hostport + "/?serverSelectionTimeoutMS=2000"
+	})
 }

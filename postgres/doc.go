@@ -9,6 +9,11 @@
 // wrap it with fila.New. It is built on github.com/jackc/pgx/v5 (pgxpool)
 // and needs PostgreSQL 13 or newer (gen_random_uuid).
 //
+// Open (and New) connect and check the schema before returning, within ctx:
+// an unreachable server fails there with an error matching
+// fila.ErrUnavailable. The pool replaces broken connections by itself
+// afterwards.
+//
 // # Delivery semantics
 //
 // Delivery is at least once. Every message is a row; every operation is one

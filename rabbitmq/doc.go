@@ -106,6 +106,10 @@
 //
 // # Connections
 //
+// Open (and New) make the first connection before returning, within ctx: an
+// unreachable broker or refused credentials fail there, an unreachable
+// broker with an error matching fila.ErrUnavailable.
+//
 // The driver reconnects with exponential backoff (100ms up to
 // fila_reconnect_max) and, on the new connection, redeclares topology and
 // restarts consumers as Receive calls need them. Calls made while the

@@ -15,6 +15,11 @@
 // It needs Redis 7.0 or later (XCLAIM dropping deleted entries from the
 // pending list, exclusive XRANGE ranges).
 //
+// Open connects and sends PING before returning, within ctx: an
+// unreachable server fails there with an error matching fila.ErrUnavailable,
+// as with every driver. New, over a client the caller owns, does not wait
+// for the server (call Ping). go-redis reconnects by itself afterwards.
+//
 // # Keys
 //
 // Every key of a queue carries the hash tag {<prefix>:<queue>}, so all of a

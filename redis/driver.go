@@ -52,17 +52,20 @@ type Driver struct {
 // New returns a driver over a go-redis client the caller owns (a *Client,
 // *ClusterClient or failover client). Close does not close the client unless
 // o.CloseClient is set. New reads the server's maxmemory-policy and logs a
-// warning unless it is noeviction.
+// warning unless it is noeviction. Unlike Open it does not fail when the
+// server does not answer (call Ping for that).
 func New(client goredis.UniversalClient, o Options) (*Driver, error) {
 	if client == nil {
 		return nil, backend.Invalidf("redis client is nil")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	return newDriver(ctx, client, o)
+	return newDriver(ctx, client, o, false)
 }
 
-func newDriver(ctx context.Context, client goredis.UniversalClient, o Options) (*Driver, error) {
+// newDriver builds the driver; with ping it first checks that the server
+// answers.
+func newDriver(ctx context.Context, client goredis.UniversalClient, o Options, ping bool) (*Driver, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -71,6 +74,11 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, o Options) (
 		return nil, fmt.Errorf("fila/redis: random token base: %w", err)
 	}
 	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}}
+	if ping {
+		if err := d.pingWithin(ctx); err != nil {
+			return nil, err
+		}
+	}
 	d.checkPolicy(ctx)
 	return d, nil
 }
@@ -101,6 +109,20 @@ func (d *Driver) Client() goredis.UniversalClient { return d.c }
 // Ping checks that Redis answers.
 func (d *Driver) Ping(ctx context.Context) error {
 	return d.fail(ctx, d.c.Ping(ctx).Err())
+}
+
+// pingWithin is Ping returning when ctx ends even if the server accepted
+// the connection and never answers: go-redis bounds a read by its read
+// timeout, not by ctx. The abandoned PING ends when the client is closed.
+func (d *Driver) pingWithin(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- d.c.Ping(ctx).Err() }()
+	select {
+	case err := <-done:
+		return d.fail(ctx, err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (d *Driver) keys(queue string) keys { return queueKeys(d.o.Prefix, queue) }

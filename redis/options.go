@@ -118,6 +118,10 @@ func init() {
 // more seed nodes) and redis.ParseFailoverURL in sentinel mode
 // (master_name=…, addr=… for more sentinels); go-redis rejects the ones it
 // does not know, which is reported as ErrInvalid too.
+//
+// Open connects and checks that Redis answers (PING) before it returns,
+// within ctx: an unreachable server fails here with an error matching
+// fila.ErrUnavailable (New, over a client the caller owns, does not check).
 func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	own := url.Values{}
 	rest := url.Values{}
@@ -174,7 +178,9 @@ func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	default:
 		return nil, backend.Invalidf("URL parameter fila_mode=%q: want single, cluster or sentinel", mode)
 	}
-	d, err := newDriver(ctx, client, o)
+	// Like sql.Open followed by Ping: an unreachable server or refused
+	// credentials fail here, not at the first call.
+	d, err := newDriver(ctx, client, o, true)
 	if err != nil {
 		_ = client.Close()
 		return nil, err

@@ -117,3 +117,43 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	delete(p.conns, src)
 	p.mu.Unlock()
 }
+
+// SilentServer listens on a free loopback port, accepts connections and
+// never answers, like a broker that hangs; it returns its host:port. It
+// stops when the test ends.
+func SilentServer(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("testenv: silent server listen: %v", err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	tb.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// ClosedPort is a loopback address where nothing listens: connecting to it
+// is refused at once.
+const ClosedPort = "127.0.0.1:1"
