@@ -73,8 +73,8 @@ var knownDrivers = map[string]string{
 // Open connects to the broker and checks that it answers before it returns,
 // like sql.Open followed by Ping, within ctx: a broker that cannot be
 // reached fails here with an error matching ErrUnavailable (and, when ctx
-// ended first, ctx's error as well), a bad URL or parameter with
-// ErrInvalid. Once open, a
+// ended first, ctx's error as well), refused credentials with
+// ErrAccessDenied, a bad URL or parameter with ErrInvalid. Once open, a
 // client survives broker outages: calls fail with ErrUnavailable meanwhile
 // and the driver reconnects by itself.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {

@@ -91,7 +91,10 @@
 // Failures a retry may cure wrap backend.ErrUnavailable (fila.ErrUnavailable):
 // network errors, no reachable primary, a server shutting down or stepping
 // down, an operation the server interrupted or timed out while the caller
-// still waited. Other server errors are wrapped with the operation's name.
+// still waited. Refused credentials or permissions (AuthenticationFailed,
+// Unauthorized, the mongo driver's authentication failing in the connection
+// handshake) wrap fila.ErrAccessDenied, which a retry does not cure. Other
+// server errors are wrapped with the operation's name.
 //
 // # Wake-up
 //

@@ -145,6 +145,9 @@
 //
 // Context errors come back as ctx.Err(). Lost connections, server shutdown,
 // serialization failures and deadlocks wrap ErrUnavailable (IsRetryable);
-// the pool replaces broken connections by itself. A message claimed while
+// the pool replaces broken connections by itself. Refused credentials
+// (SQLSTATE class 28: a wrong password, an unknown role, a pg_hba.conf
+// reject) and missing privileges (42501) wrap fila.ErrAccessDenied, which a
+// retry does not cure. A message claimed while
 // its Receive was being cancelled stays leased until its deadline.
 package postgres

@@ -108,7 +108,10 @@
 //
 // Open (and New) make the first connection before returning, within ctx: an
 // unreachable broker or refused credentials fail there, an unreachable
-// broker with an error matching fila.ErrUnavailable.
+// broker with an error matching fila.ErrUnavailable, refused credentials
+// (ACCESS_REFUSED, a failed login or SASL negotiation, a vhost the user may
+// not use) with fila.ErrAccessDenied, which a retry does not cure; a
+// permission refused on a queue or exchange later is ErrAccessDenied too.
 //
 // The driver reconnects with exponential backoff (100ms up to
 // fila_reconnect_max) and, on the new connection, redeclares topology and

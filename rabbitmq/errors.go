@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -40,7 +41,9 @@ func (e *retryableError) Is(target error) bool { return target == backend.ErrUna
 
 // mapErr is the one place broker and client-library errors become Fila
 // errors: context errors come back unwrapped, a closed connection or channel
-// becomes backend.ErrUnavailable, access and argument refusals become ErrInvalid.
+// becomes backend.ErrUnavailable, refused logins and permissions
+// (ACCESS_REFUSED, access to a vhost refused) become backend.ErrAccessDenied,
+// argument refusals become ErrInvalid.
 func mapErr(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
@@ -50,7 +53,7 @@ func mapErr(ctx context.Context, op string, err error) error {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, backend.ErrClosed) || errors.Is(err, backend.ErrInvalid) || errors.Is(err, backend.ErrLeaseLost) ||
-		errors.Is(err, backend.ErrUnavailable) {
+		errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrAccessDenied) {
 		return err
 	}
 	if errors.Is(err, amqp.ErrClosed) {
@@ -58,8 +61,13 @@ func mapErr(ctx context.Context, op string, err error) error {
 	}
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
+		switch {
+		case ae.Code == amqp.AccessRefused, // login refused (amqp.ErrCredentials, amqp.ErrSASL), or no permission on a resource
+			ae.Code == amqp.NotAllowed && strings.Contains(ae.Reason, "refused for user"): // no access to the vhost
+			return fmt.Errorf("%w: rabbitmq: %s: %s (%d)", backend.ErrAccessDenied, op, ae.Reason, ae.Code)
+		}
 		switch ae.Code {
-		case amqp.PreconditionFailed, amqp.AccessRefused, amqp.NotAllowed, amqp.InvalidPath:
+		case amqp.PreconditionFailed, amqp.NotAllowed, amqp.InvalidPath:
 			return fmt.Errorf("%w: rabbitmq: %s: %s (%d)", backend.ErrInvalid, op, ae.Reason, ae.Code)
 		case amqp.ConnectionForced, amqp.ChannelError, amqp.FrameError, amqp.InternalError, amqp.ResourceError, amqp.NotFound:
 			return fmt.Errorf("%w: rabbitmq: %s: %s (%d)", backend.ErrUnavailable, op, ae.Reason, ae.Code)

@@ -126,7 +126,9 @@
 // Failures a retry may cure wrap backend.ErrUnavailable (fila.ErrUnavailable):
 // refused, lost or timed-out connections, an exhausted connection pool, and
 // the LOADING, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, NOREPLICAS, BUSY,
-// OOM and max-clients replies. A MULTI/EXEC transaction that Redis discarded
+// OOM and max-clients replies. Refused credentials (WRONGPASS, NOAUTH) and
+// ACL refusals (NOPERM) wrap fila.ErrAccessDenied, which a retry does not
+// cure. A MULTI/EXEC transaction that Redis discarded
 // (EXECABORT, because a queued command was refused) stored nothing and is
 // reported with the refusal of that command, so a transaction refused with
 // LOADING while Redis loads its data is retryable like any other LOADING

@@ -129,8 +129,10 @@ func (d *Driver) keys(queue string) keys { return queueKeys(d.o.Prefix, queue) }
 
 // fail maps an error from Redis: the context's error when ctx ended (so
 // errors.Is(err, context.Canceled) holds), backend.ErrClosed for a closed
-// client, an error wrapping backend.ErrUnavailable for failures a retry may
-// cure (see retryable), otherwise the cause wrapped with the driver's name.
+// client, an error wrapping backend.ErrAccessDenied for refused credentials
+// or ACL permissions (see accessDenied), an error wrapping
+// backend.ErrUnavailable for failures a retry may cure (see retryable),
+// otherwise the cause wrapped with the driver's name.
 // It is the driver's single error-mapping point.
 func (d *Driver) fail(ctx context.Context, err error) error {
 	if err == nil {
@@ -142,8 +144,11 @@ func (d *Driver) fail(ctx context.Context, err error) error {
 	if errors.Is(err, goredis.ErrClosed) {
 		return backend.ErrClosed
 	}
-	if errors.Is(err, backend.ErrUnavailable) {
+	if errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrAccessDenied) {
 		return err
+	}
+	if accessDenied(err) {
+		return fmt.Errorf("fila/redis: %w: %w", backend.ErrAccessDenied, err)
 	}
 	if retryable(err) {
 		return fmt.Errorf("fila/redis: %w: %w", backend.ErrUnavailable, err)
@@ -167,6 +172,14 @@ func execAbortCause(err error, cmds []goredis.Cmder) error {
 		}
 	}
 	return err
+}
+
+// accessDenied reports whether err is Redis refusing the credentials
+// (WRONGPASS, NOAUTH) or an ACL refusing the command or key (NOPERM).
+// Errors raised inside a script keep the prefix of the command that failed.
+func accessDenied(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "WRONGPASS ") || strings.HasPrefix(s, "NOAUTH ") || strings.HasPrefix(s, "NOPERM ")
 }
 
 // retryableReplies are the prefixes of Redis error replies that a later

@@ -67,6 +67,9 @@
 //	   messages or dead letters); the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id
 //	   is printed on standard output
+//	6  the broker refused the credentials (wrong password, unknown user) or
+//	   the permissions the command needs (fila.ErrAccessDenied); fix the
+//	   URL's credentials or the user's grants, retrying does not help
 //	130 interrupted (Ctrl-C) before the command finished; --watch ends with 0
 //
 // # Why cobra
