@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -98,6 +99,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	}
 	drv, err := opener(ctx, u)
 	if err != nil {
+		// Drivers keep credentials out of their errors; this catches what a
+		// client library put there anyway.
+		err = backend.RedactError(err, u)
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) && !errors.Is(err, ErrUnavailable) {
 			// The broker did not answer in time: still a broker that
 			// cannot be reached, and the context's error too.
@@ -108,24 +112,24 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	return New(drv, opts...), nil
 }
 
-// Redact returns rawURL with any password replaced by "xxxxx", for logs and
-// errors.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	if _, has := u.User.Password(); !has {
-		return rawURL
-	}
-	return u.Redacted()
-}
+// Redact returns rawURL with its credentials replaced by "xxxxx", for logs
+// and errors: the password of the user part and the value of every
+// credential-bearing query parameter, that is one whose name contains, in
+// any case, pass, pwd, secret, token, key, credential or signature
+// (password, sslpassword, sslkey, keyfile, tlsCertificateKeyFilePassword,
+// …) or MongoDB's authMechanismProperties. A URL that does not parse is
+// replaced whole.
+func Redact(rawURL string) string { return backend.RedactURL(rawURL) }
 
-// redactErr drops the URL text url.Parse puts into its errors (it may carry a
-// password).
+// quoted matches the parts of the URL that url.Parse quotes in its errors
+// (an "invalid port" may be a password whose host and '@' are missing).
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// redactErr drops the URL text url.Parse puts into its errors, and the
+// pieces of it that they quote: either may carry a password.
 func redactErr(err error) error {
 	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
+		err = ue.Err
 	}
-	return err
+	return errors.New(quoted.ReplaceAllString(err.Error(), `"`+backend.Redacted+`"`))
 }

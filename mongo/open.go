@@ -34,7 +34,9 @@ func init() {
 // majority defaults; replicaSet, tls, authSource, maxPoolSize and the rest
 // work as documented for MongoDB connection strings. The driver owns the
 // client it connects and disconnects it on Close.
-func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+func Open(ctx context.Context, u *url.URL) (_ backend.Driver, err error) {
+	// Client libraries may put the URL, or parts of it, into their errors.
+	defer func() { err = backend.RedactError(err, u) }()
 	ours, theirs := url.Values{}, url.Values{}
 	for k, v := range u.Query() {
 		if strings.HasPrefix(strings.ToLower(k), "fila_") {

@@ -39,7 +39,9 @@ const paramPrefix = "fila_"
 // pool: Close closes it. fila.Open calls it for those schemes.
 //
 //	postgres://user:pass@host:5432/db?sslmode=disable&pool_max_conns=20&fila_schema=jobs&fila_migrate=true
-func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+func Open(ctx context.Context, u *url.URL) (_ backend.Driver, err error) {
+	// Client libraries may put the URL, or parts of it, into their errors.
+	defer func() { err = backend.RedactError(err, u) }()
 	o, connString, err := parseURL(u)
 	if err != nil {
 		return nil, err

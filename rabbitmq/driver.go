@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,7 +95,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		return nil, ctx.Err()
 	}
 	if r.err != nil {
-		return nil, mapErr(ctx, "connect", r.err)
+		return nil, d.redact(mapErr(ctx, "connect", r.err))
 	}
 	d.sess = r.s
 	close(d.sessCh)
@@ -103,6 +104,16 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	go d.supervise(r.s)
 	go d.janitor()
 	return d, nil
+}
+
+// redact removes the URL's credentials from err's message (amqp091 may put
+// parts of the URL, such as a key file's path, into its errors).
+func (d *Driver) redact(err error) error {
+	u, perr := url.Parse(d.opts.URL)
+	if perr != nil {
+		return err
+	}
+	return backend.RedactError(err, u)
 }
 
 // DriverName returns "rabbitmq".
@@ -142,7 +153,7 @@ func (d *Driver) supervise(s *session) {
 			d.sessCh = make(chan struct{})
 		}
 		d.mu.Unlock()
-		d.log.Warn("rabbitmq: connection lost; reconnecting", slog.Any("error", s.err))
+		d.log.Warn("rabbitmq: connection lost; reconnecting", slog.Any("error", d.redact(s.err)))
 		backoff := 100 * time.Millisecond
 		for {
 			select {
@@ -165,7 +176,7 @@ func (d *Driver) supervise(s *session) {
 				s = ns
 				break
 			}
-			d.log.Warn("rabbitmq: reconnect failed", slog.Any("error", err), slog.Duration("retry_in", backoff))
+			d.log.Warn("rabbitmq: reconnect failed", slog.Any("error", d.redact(err)), slog.Duration("retry_in", backoff))
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:

@@ -279,6 +279,7 @@ func TestOpenURLParameters(t *testing.T) {
 		"amqp://guest:guest@127.0.0.1:5672/?fila_bogus=1",
 		"amqp://guest:guest@127.0.0.1:5672/?fila_prefetch=x",
 		"amqp://guest:guest@127.0.0.1:5672/?pool_max=3",
+		"amqp://guest:guest@127.0.0.1:5672/?heartbeat=x",
 		"amqp://guest:guest@127.0.0.1:5672/?fila_prefix=a:b",
 		"amqp://guest:guest@127.0.0.1:5672/?fila_prefix=" + strings.Repeat("p", 110),
 	} {

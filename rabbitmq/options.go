@@ -101,6 +101,15 @@ func (o *Options) validate() error {
 	if o.URL == "" {
 		return backend.Invalidf("rabbitmq: Options.URL is empty")
 	}
+	if _, err := amqp.ParseURI(o.URL); err != nil {
+		// amqp091 would refuse it at every dial; it is the URL that is
+		// wrong, not the broker that is away.
+		err = backend.Invalidf("rabbitmq URL: %v", err)
+		if u, perr := url.Parse(o.URL); perr == nil {
+			err = backend.RedactError(err, u)
+		}
+		return err
+	}
 	if len(o.Prefix) > maxPrefix {
 		return backend.Invalidf("rabbitmq: prefix is %d bytes; the limit is %d, so that every derived queue name (%s) fits RabbitMQ's %d bytes",
 			len(o.Prefix), maxPrefix, "P.Q:delay:MS", maxNameLen)
@@ -126,7 +135,9 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 // amqp091-go's own parameters (heartbeat, connection_timeout, channel_max,
 // auth_mechanism, certfile, keyfile, cacertfile,
 // server_name_indication) pass through to it; anything else is ErrInvalid.
-func Open(ctx context.Context, u *url.URL) (*Driver, error) {
+func Open(ctx context.Context, u *url.URL) (_ *Driver, err error) {
+	// amqp091 may put parts of the URL (a key file's path) into its errors.
+	defer func() { err = backend.RedactError(err, u) }()
 	p := backend.NewURLParams(u)
 	var o Options
 	o.Prefix = p.String("fila_prefix", DefaultPrefix)

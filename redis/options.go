@@ -122,7 +122,9 @@ func init() {
 // Open connects and checks that Redis answers (PING) before it returns,
 // within ctx: an unreachable server fails here with an error matching
 // fila.ErrUnavailable (New, over a client the caller owns, does not check).
-func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+func Open(ctx context.Context, u *url.URL) (_ backend.Driver, err error) {
+	// Client libraries may put the URL, or parts of it, into their errors.
+	defer func() { err = backend.RedactError(err, u) }()
 	own := url.Values{}
 	rest := url.Values{}
 	for k, v := range u.Query() {

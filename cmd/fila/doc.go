@@ -8,9 +8,11 @@
 //	go install github.com/fila-go/fila/cmd/fila@latest
 //
 // The broker URL comes from --url or the FILA_URL environment variable
-// (postgres://, redis://, amqp://, mongodb://, mem://); passwords are never
-// printed. Before any command the broker is pinged, within --connect-timeout
-// (default 5s).
+// (postgres://, redis://, amqp://, mongodb://, mem://). Its credentials are
+// never printed: the password of the user part and the value of every
+// credential parameter (password, sslpassword, sslkey, keyfile, token,
+// secret, …; see fila.Redact) show as xxxxx. Before any command the broker
+// is pinged, within --connect-timeout (default 5s).
 //
 //	fila stats QUEUE...                 ready, delayed, leased, dead, oldest-ready age
 //	fila stats --json QUEUE...          the same as JSON
