@@ -71,6 +71,10 @@ var knownDrivers = map[string]string{
 // driver package must be imported (for its side effect) to register its
 // scheme. Query parameters configure the driver; unknown ones are an error.
 //
+// The logger of WithLogger (default slog.Default()) is passed to the driver,
+// so the driver's own log lines, and those of the broker's client library
+// where they can be routed, go to it too.
+//
 // Open connects to the broker and checks that it answers before it returns,
 // like sql.Open followed by Ping, within ctx: a broker that cannot be
 // reached fails here with an error matching ErrUnavailable (and, when ctx
@@ -97,7 +101,11 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 		}
 		return nil, invalidf("%s", msg)
 	}
-	drv, err := opener(ctx, u)
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	drv, err := opener(ctx, u, backend.OpenOptions{Logger: o.logger})
 	if err != nil {
 		// Drivers keep credentials out of their errors; this catches what a
 		// client library put there anyway.

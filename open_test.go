@@ -85,5 +85,5 @@ func TestRegisterPanicsOnDuplicate(t *testing.T) {
 			t.Error("registering mem twice did not panic")
 		}
 	}()
-	fila.Register("mem", func(context.Context, *url.URL) (backend.Driver, error) { return nil, nil })
+	fila.Register("mem", func(context.Context, *url.URL, backend.OpenOptions) (backend.Driver, error) { return nil, nil })
 }

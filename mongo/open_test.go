@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		drv, err := Open(ctx, u)
+		drv, err := Open(ctx, u, backend.OpenOptions{})
 		cancel()
 		if !errors.Is(err, fila.ErrInvalid) {
 			t.Errorf("Open(%s): want ErrInvalid, got %v", raw, err)

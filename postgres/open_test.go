@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/postgres"
 )
@@ -32,7 +33,7 @@ func TestOpenRedactsCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = postgres.Open(ctx, u)
+		_, err = postgres.Open(ctx, u, backend.OpenOptions{})
 		cancel()
 		if err == nil || strings.Contains(err.Error(), "S3cret") {
 			t.Errorf("postgres.Open: %v; want an error without credentials", err)

@@ -33,7 +33,7 @@ func TestWrongPasswordIsAccessDenied(t *testing.T) {
 	u.User = url.UserPassword(u.User.Username(), "wrong-password")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := Open(ctx, u)
+	d, err := Open(ctx, u, backend.OpenOptions{})
 	if err == nil {
 		_ = d.Close()
 	}

@@ -21,7 +21,7 @@ func openTest(t *testing.T) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Open(context.Background(), u)
+	d, err := Open(context.Background(), u, backend.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

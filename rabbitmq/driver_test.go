@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/rabbitmq"
 )
@@ -31,7 +32,7 @@ func newClient(t *testing.T, tr *tracker, params map[string]string, opts ...fila
 	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := rabbitmq.Open(ctx, u)
+	d, err := rabbitmq.Open(ctx, u, backend.OpenOptions{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -284,7 +285,7 @@ func TestOpenURLParameters(t *testing.T) {
 		"amqp://guest:guest@127.0.0.1:5672/?fila_prefix=" + strings.Repeat("p", 110),
 	} {
 		u, _ := url.Parse(raw)
-		if _, err := rabbitmq.Open(ctx, u); !errors.Is(err, fila.ErrInvalid) {
+		if _, err := rabbitmq.Open(ctx, u, backend.OpenOptions{}); !errors.Is(err, fila.ErrInvalid) {
 			t.Errorf("Open(%s): want ErrInvalid, got %v", raw, err)
 		}
 	}
@@ -297,7 +298,7 @@ func TestLongNamesRefused(t *testing.T) {
 	tr := newTracker(t, testenv.RabbitMQURL(t))
 	ctx := context.Background()
 	u, _ := url.Parse(tr.raw + "?fila_prefix=" + strings.Repeat("p", 110))
-	if _, err := rabbitmq.Open(ctx, u); !errors.Is(err, fila.ErrInvalid) {
+	if _, err := rabbitmq.Open(ctx, u, backend.OpenOptions{}); !errors.Is(err, fila.ErrInvalid) {
 		t.Errorf("Open with a prefix that makes delay queue names pass 255 bytes: want ErrInvalid, got %v", err)
 	}
 	// The longest prefix works with the longest queue name.

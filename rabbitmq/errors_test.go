@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/rabbitmq"
 )
@@ -23,7 +24,7 @@ func TestRefusedConnectionIsUnavailable(t *testing.T) {
 		t.Errorf("fila.Open of a closed port: %v; want fila.ErrUnavailable", err)
 	}
 	u, _ := url.Parse("amqp://guest:guest@127.0.0.1:1/")
-	if _, err := rabbitmq.Open(ctx, u); !errors.Is(err, fila.ErrUnavailable) {
+	if _, err := rabbitmq.Open(ctx, u, backend.OpenOptions{}); !errors.Is(err, fila.ErrUnavailable) {
 		t.Errorf("rabbitmq.Open of a closed port: %v; want fila.ErrUnavailable", err)
 	}
 }
@@ -72,5 +73,32 @@ func TestBrokenConnectionIsUnavailable(t *testing.T) {
 		if !errors.Is(err, fila.ErrUnavailable) || ctx.Err() != nil {
 			t.Fatalf("Enqueue after the proxy came back: %v", err)
 		}
+	}
+}
+
+// TestDriverLogsThroughWithLogger: a client opened with fila.WithLogger has
+// its driver log there (here, the connection lost when the test's proxy
+// breaks) rather than to slog.Default().
+func TestDriverLogsThroughWithLogger(t *testing.T) {
+	u, err := url.Parse(testenv.RabbitMQURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.StartProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	rec := testenv.NewLogRecorder()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := fila.Open(ctx, u.String(), fila.WithLogger(rec.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	proxy.Break()
+	for !rec.Has("connection lost") {
+		if ctx.Err() != nil {
+			t.Fatalf("the driver did not log the lost connection through the client's logger; it logged:\n%s", rec)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

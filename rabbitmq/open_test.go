@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/rabbitmq"
 )
@@ -37,7 +38,7 @@ func TestOpenRedactsCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = rabbitmq.Open(ctx, u)
+		_, err = rabbitmq.Open(ctx, u, backend.OpenOptions{})
 		cancel()
 		if err == nil || strings.Contains(err.Error(), "S3cret") {
 			t.Errorf("rabbitmq.Open: %v; want an error without credentials", err)

@@ -16,7 +16,9 @@ import (
 )
 
 func init() {
-	opener := func(ctx context.Context, u *url.URL) (backend.Driver, error) { return Open(ctx, u) }
+	opener := func(ctx context.Context, u *url.URL, o backend.OpenOptions) (backend.Driver, error) {
+		return Open(ctx, u, o)
+	}
 	fila.Register("amqp", opener)
 	fila.Register("amqps", opener)
 }
@@ -135,11 +137,12 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 // amqp091-go's own parameters (heartbeat, connection_timeout, channel_max,
 // auth_mechanism, certfile, keyfile, cacertfile,
 // server_name_indication) pass through to it; anything else is ErrInvalid.
-func Open(ctx context.Context, u *url.URL) (_ *Driver, err error) {
+// The driver logs to oo.Logger (nil: slog.Default()).
+func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ *Driver, err error) {
 	// amqp091 may put parts of the URL (a key file's path) into its errors.
 	defer func() { err = backend.RedactError(err, u) }()
 	p := backend.NewURLParams(u)
-	var o Options
+	o := Options{Logger: oo.Logger}
 	o.Prefix = p.String("fila_prefix", DefaultPrefix)
 	o.MaxPrefetch = p.Int("fila_prefetch", DefaultMaxPrefetch)
 	o.BufferIdle = p.Duration("fila_buffer_idle", DefaultBufferIdle)

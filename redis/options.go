@@ -103,8 +103,9 @@ func init() {
 	fila.Register("rediss", Open)
 }
 
-// Open is the fila.Opener of the "redis" and "rediss" schemes. The URL is a
-// go-redis URL; Fila's own query parameters start with "fila_":
+// Open is the fila.Opener of the "redis" and "rediss" schemes; the driver
+// logs to oo.Logger (nil: slog.Default()). The URL is a go-redis URL; Fila's
+// own query parameters start with "fila_":
 //
 //	fila_prefix     key prefix (default "fila")
 //	fila_dead_cap   dead letters kept per queue (default 100000, 0 unbounded)
@@ -122,7 +123,7 @@ func init() {
 // Open connects and checks that Redis answers (PING) before it returns,
 // within ctx: an unreachable server fails here with an error matching
 // fila.ErrUnavailable (New, over a client the caller owns, does not check).
-func Open(ctx context.Context, u *url.URL) (_ backend.Driver, err error) {
+func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Driver, err error) {
 	// Client libraries may put the URL, or parts of it, into their errors.
 	defer func() { err = backend.RedactError(err, u) }()
 	own := url.Values{}
@@ -135,7 +136,7 @@ func Open(ctx context.Context, u *url.URL) (_ backend.Driver, err error) {
 		}
 	}
 	p := backend.NewURLParams(&url.URL{RawQuery: own.Encode()})
-	o := Options{CloseClient: true}
+	o := Options{CloseClient: true, Logger: oo.Logger}
 	o.Prefix = p.String("fila_prefix", DefaultPrefix)
 	if p.Has("fila_dead_cap") {
 		if o.DeadCap = p.Int("fila_dead_cap", DefaultDeadCap); o.DeadCap == 0 {

@@ -27,7 +27,7 @@ type bareDriver struct{ backend.Driver }
 func (bareDriver) DriverName() string { return "bare" }
 
 func init() {
-	fila.Register("clitest-bare", func(_ context.Context, u *url.URL) (backend.Driver, error) {
+	fila.Register("clitest-bare", func(_ context.Context, u *url.URL, _ backend.OpenOptions) (backend.Driver, error) {
 		return bareDriver{memory.Named("bare" + u.Host).Open()}, nil
 	})
 }
