@@ -113,7 +113,12 @@
 // not use) with fila.ErrAccessDenied, which a retry does not cure; a
 // permission refused on a queue or exchange later is ErrAccessDenied too.
 //
-// The driver reconnects with exponential backoff (100ms up to
+// The driver logs to Options.Logger (fila.WithLogger through fila.Open). An
+// outage costs a bounded number of lines at Info and above, however long it
+// lasts: a Warn when the connection is lost, the failed reconnection
+// attempts at Debug with a Warn reminder once it has lasted 1, 2, 4, …
+// minutes, and an Info with its length when the connection is back. The
+// driver reconnects with exponential backoff (100ms up to
 // fila_reconnect_max) and, on the new connection, redeclares topology and
 // restarts consumers as Receive calls need them. Calls made while the
 // connection is down wait up to fila_reconnect_wait and then fail with
