@@ -61,4 +61,16 @@
 // Invalid arguments return errors matching ErrInvalid or ErrTooLarge and
 // store nothing; calls on a closed client return ErrClosed; context errors
 // are returned as the context's own error.
+//
+// # Logging
+//
+// Everything Fila logs goes to the logger of WithLogger (default
+// slog.Default()): the client's own events and, for a client made by Open,
+// its driver's, including the lines of the broker's client library where
+// the driver can route them (go-redis's, at Debug; see package redis).
+// Credentials never appear in them (see Redact). A broker outage is logged
+// with a bounded number of lines at Info and above, however long it lasts:
+// a Warn when it starts, the retries at Debug with a Warn reminder after 1,
+// 2, 4, … minutes, an Info when it ends (package worker's receive loop and
+// the otel Observer follow the same rule).
 package fila

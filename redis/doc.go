@@ -20,6 +20,20 @@
 // as with every driver. New, over a client the caller owns, does not wait
 // for the server (call Ping). go-redis reconnects by itself afterwards.
 //
+// # Logging
+//
+// The driver logs to Options.Logger (fila.WithLogger through fila.Open). It
+// logs nothing of its own for an outage, which every call reports with
+// fila.ErrUnavailable. go-redis has no logger per client, only a
+// process-wide one (redis.SetLogger) that prints to standard error; this
+// package replaces it when imported with one that forwards each go-redis
+// line to slog at Debug: to the logger of the open driver whose server
+// address the line names (go-redis's dial failures do), else to the loggers
+// of all open drivers, else to slog.Default(). So nothing goes to standard
+// error outside slog, lines about an application's own go-redis clients
+// included; an application that wants go-redis's lines elsewhere calls
+// redis.SetLogger after importing this package.
+//
 // # Keys
 //
 // Every key of a queue carries the hash tag {<prefix>:<queue>}, so all of a

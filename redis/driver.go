@@ -74,8 +74,10 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, o Options, p
 		return nil, fmt.Errorf("fila/redis: random token base: %w", err)
 	}
 	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}}
+	registerLog(d)
 	if ping {
 		if err := d.pingWithin(ctx); err != nil {
+			unregisterLog(d)
 			return nil, err
 		}
 	}
@@ -603,6 +605,7 @@ func (d *Driver) Close() error {
 	d.closed = true
 	d.mu.Unlock()
 	d.waits.Wait()
+	defer unregisterLog(d)
 	if d.o.CloseClient {
 		return d.c.Close()
 	}
