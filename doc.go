@@ -58,9 +58,44 @@
 //
 // # Errors
 //
-// Invalid arguments return errors matching ErrInvalid or ErrTooLarge and
-// store nothing; calls on a closed client return ErrClosed; context errors
-// are returned as the context's own error.
+// The errors calls return are classified with errors.Is, the same way on
+// every driver, and the class says whether to retry. The classes exclude
+// each other, except that Open's error for a broker that did not answer
+// before its context ended matches both ErrUnavailable and the context's
+// error:
+//
+//   - ErrInvalid: a bad argument, URL, URL parameter or option; nothing was
+//     stored. Do not retry; fix the input (the message names it).
+//   - ErrTooLarge: a body or header set over the limit; nothing was stored.
+//     Do not retry as is.
+//   - ErrDuplicate: the dedup key is held by a pending message
+//     (DuplicateError has its id). Not a failure to retry: the message is
+//     already queued.
+//   - ErrLeaseLost: the receipt is no longer current (the lease expired and
+//     the message may be with someone else, or it was settled already);
+//     nothing changed. Do not retry the settlement; the message comes back
+//     by itself, so handlers must be idempotent.
+//   - ErrClosed: the client was closed. Do not retry on it.
+//   - ErrUnsupported: the driver lacks the capability (UnsupportedError
+//     names it). Do not retry.
+//   - ErrUnavailable: the broker could not be reached or asked to come back
+//     later (lost or refused connection, failover, loading, out of
+//     resources). Retry with backoff; the client reconnects by itself. A
+//     retried Enqueue may store the message twice, a retried settlement may
+//     report ErrLeaseLost after the first attempt had in fact succeeded.
+//   - ErrAccessDenied: the broker refused the credentials or the
+//     permissions the operation needs. Do not retry; fix the credentials or
+//     the grants.
+//   - ErrQueueNotEmpty: QueueDelete without Force found messages or dead
+//     letters. Retry only with Force, if deleting them is meant.
+//   - context.Canceled, context.DeadlineExceeded: the call's context ended,
+//     returned as the context's own error; the call may or may not have
+//     taken effect (a message claimed meanwhile comes back when its lease
+//     expires). Retry with a new context if the work is still wanted.
+//
+// Anything else is a failure the driver could not classify (an unexpected
+// broker reply, for example); treat it as not retryable unless you know
+// better.
 //
 // # Logging
 //
