@@ -18,6 +18,13 @@
 // Most applications run handlers with package worker instead of writing this
 // loop.
 //
+// Open connects to the broker and checks that it answers before it returns
+// (like sql.Open followed by Ping, in one call that honours its context), on
+// every driver: a broker that cannot be reached fails at Open with an error
+// matching ErrUnavailable, not at the first call. Once open, a client rides
+// out broker outages: calls fail with ErrUnavailable meanwhile, and the
+// driver reconnects by itself.
+//
 // # Delivery semantics
 //
 // Delivery is at least once. Enqueue returns once the broker has stored the
@@ -82,7 +89,54 @@
 //
 // # Errors
 //
-// Invalid arguments return errors matching ErrInvalid or ErrTooLarge and
-// store nothing; calls on a closed client return ErrClosed; context errors
-// are returned as the context's own error.
+// The errors calls return are classified with errors.Is, the same way on
+// every driver, and the class says whether to retry. The classes exclude
+// each other, except that Open's error for a broker that did not answer
+// before its context ended matches both ErrUnavailable and the context's
+// error:
+//
+//   - ErrInvalid: a bad argument, URL, URL parameter or option; nothing was
+//     stored. Do not retry; fix the input (the message names it).
+//   - ErrTooLarge: a body or header set over the limit; nothing was stored.
+//     Do not retry as is.
+//   - ErrDuplicate: the dedup key is held by a pending message
+//     (DuplicateError has its id). Not a failure to retry: the message is
+//     already queued.
+//   - ErrLeaseLost: the receipt is no longer current (the lease expired and
+//     the message may be with someone else, or it was settled already);
+//     nothing changed. Do not retry the settlement; the message comes back
+//     by itself, so handlers must be idempotent.
+//   - ErrClosed: the client was closed. Do not retry on it.
+//   - ErrUnsupported: the driver lacks the capability (UnsupportedError
+//     names it). Do not retry.
+//   - ErrUnavailable: the broker could not be reached or asked to come back
+//     later (lost or refused connection, failover, loading, out of
+//     resources). Retry with backoff; the client reconnects by itself. A
+//     retried Enqueue may store the message twice, a retried settlement may
+//     report ErrLeaseLost after the first attempt had in fact succeeded.
+//   - ErrAccessDenied: the broker refused the credentials or the
+//     permissions the operation needs. Do not retry; fix the credentials or
+//     the grants.
+//   - ErrQueueNotEmpty: QueueDelete without Force found messages or dead
+//     letters. Retry only with Force, if deleting them is meant.
+//   - context.Canceled, context.DeadlineExceeded: the call's context ended,
+//     returned as the context's own error; the call may or may not have
+//     taken effect (a message claimed meanwhile comes back when its lease
+//     expires). Retry with a new context if the work is still wanted.
+//
+// Anything else is a failure the driver could not classify (an unexpected
+// broker reply, for example); treat it as not retryable unless you know
+// better.
+//
+// # Logging
+//
+// Everything Fila logs goes to the logger of WithLogger (default
+// slog.Default()): the client's own events and, for a client made by Open,
+// its driver's, including the lines of the broker's client library where
+// the driver can route them (go-redis's, at Debug; see package redis).
+// Credentials never appear in them (see Redact). A broker outage is logged
+// with a bounded number of lines at Info and above, however long it lasts:
+// a Warn when it starts, the retries at Debug with a Warn reminder after 1,
+// 2, 4, … minutes, an Info when it ends (package worker's receive loop and
+// the otel Observer follow the same rule).
 package fila

@@ -20,6 +20,11 @@ var (
 	// ErrUnavailable marks failures that a retry may cure (a lost
 	// connection, a broker restarting); drivers wrap them with it.
 	ErrUnavailable = backend.ErrUnavailable
+	// ErrAccessDenied marks failures because the broker refused the
+	// credentials or the operation's permissions; a retry does not cure
+	// them (fix the credentials or grants). It matches neither
+	// ErrUnavailable nor ErrInvalid.
+	ErrAccessDenied = backend.ErrAccessDenied
 	// ErrQueueNotEmpty is returned by QueueDelete without Force for a queue
 	// that holds messages or dead letters.
 	ErrQueueNotEmpty = errors.New("fila: queue is not empty")

@@ -2,8 +2,10 @@ package fila
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -68,6 +70,18 @@ var knownDrivers = map[string]string{
 // postgres://, redis://, amqp://, mongodb:// (and their TLS variants). The
 // driver package must be imported (for its side effect) to register its
 // scheme. Query parameters configure the driver; unknown ones are an error.
+//
+// The logger of WithLogger (default slog.Default()) is passed to the driver,
+// so the driver's own log lines, and those of the broker's client library
+// where they can be routed, go to it too.
+//
+// Open connects to the broker and checks that it answers before it returns,
+// like sql.Open followed by Ping, within ctx: a broker that cannot be
+// reached fails here with an error matching ErrUnavailable (and, when ctx
+// ended first, ctx's error as well), refused credentials with
+// ErrAccessDenied, a bad URL or parameter with ErrInvalid. Once open, a
+// client survives broker outages: calls fail with ErrUnavailable meanwhile
+// and the driver reconnects by itself.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -87,31 +101,43 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 		}
 		return nil, invalidf("%s", msg)
 	}
-	drv, err := opener(ctx, u)
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	drv, err := opener(ctx, u, backend.OpenOptions{Logger: o.logger})
 	if err != nil {
+		// Drivers keep credentials out of their errors; this catches what a
+		// client library put there anyway.
+		err = backend.RedactError(err, u)
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) && !errors.Is(err, ErrUnavailable) {
+			// The broker did not answer in time: still a broker that
+			// cannot be reached, and the context's error too.
+			err = fmt.Errorf("%w: the broker did not answer before the context ended: %w", ErrUnavailable, err)
+		}
 		return nil, fmt.Errorf("open %s: %w", Redact(rawURL), err)
 	}
 	return New(drv, opts...), nil
 }
 
-// Redact returns rawURL with any password replaced by "xxxxx", for logs and
-// errors.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	if _, has := u.User.Password(); !has {
-		return rawURL
-	}
-	return u.Redacted()
-}
+// Redact returns rawURL with its credentials replaced by "xxxxx", for logs
+// and errors: the password of the user part and the value of every
+// credential-bearing query parameter, that is one whose name contains, in
+// any case, pass, pwd, secret, token, key, credential or signature
+// (password, sslpassword, sslkey, keyfile, tlsCertificateKeyFilePassword,
+// …) or MongoDB's authMechanismProperties. A URL that does not parse is
+// replaced whole.
+func Redact(rawURL string) string { return backend.RedactURL(rawURL) }
 
-// redactErr drops the URL text url.Parse puts into its errors (it may carry a
-// password).
+// quoted matches the parts of the URL that url.Parse quotes in its errors
+// (an "invalid port" may be a password whose host and '@' are missing).
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// redactErr drops the URL text url.Parse puts into its errors, and the
+// pieces of it that they quote: either may carry a password.
 func redactErr(err error) error {
 	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
+		err = ue.Err
 	}
-	return err
+	return errors.New(quoted.ReplaceAllString(err.Error(), `"`+backend.Redacted+`"`))
 }

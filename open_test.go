@@ -51,11 +51,39 @@ func TestOpenRedactsPasswords(t *testing.T) {
 	}
 }
 
+// TestRedactQueryCredentials: Redact hides credential parameters,
+// whatever their case, and keeps every other part of the URL as written.
+func TestRedactQueryCredentials(t *testing.T) {
+	for raw, want := range map[string]string{
+		"postgres://u@h/db?password=S3cret&sslmode=disable":                "postgres://u@h/db?password=xxxxx&sslmode=disable",
+		"postgres://u:pw@h/db?sslmode=require&SSLPassword=S3cret&sslkey=k": "postgres://u:xxxxx@h/db?sslmode=require&SSLPassword=xxxxx&sslkey=xxxxx",
+		"amqps://g@h/?keyfile=%2Fk%2FS3cret.pem&heartbeat=10":              "amqps://g@h/?keyfile=xxxxx&heartbeat=10",
+		"rediss://h/0?token=S3cret&db=1":                                   "rediss://h/0?token=xxxxx&db=1",
+		"mongodb://h/?authMechanismProperties=AWS_SESSION_TOKEN:S3cret":    "mongodb://h/?authMechanismProperties=xxxxx",
+		"mongodb+srv://h/?client_secret=S3cret&x_credential=S3cret":        "mongodb+srv://h/?client_secret=xxxxx&x_credential=xxxxx",
+		"redis://h:6379/0?pool_size=5":                                     "redis://h:6379/0?pool_size=5",
+		"mem://":                                                           "mem://",
+	} {
+		if got := fila.Redact(raw); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// TestOpenRedactsQueryCredentials: the error of Open for a URL with a
+// credential parameter and an unknown one does not show the credential.
+func TestOpenRedactsQueryCredentials(t *testing.T) {
+	_, err := fila.Open(context.Background(), "mem://x?password=S3cret&bogus=1")
+	if !errors.Is(err, fila.ErrInvalid) || strings.Contains(err.Error(), "S3cret") {
+		t.Errorf("Open error %v: want ErrInvalid without the password", err)
+	}
+}
+
 func TestRegisterPanicsOnDuplicate(t *testing.T) {
 	defer func() {
 		if recover() == nil {
 			t.Error("registering mem twice did not panic")
 		}
 	}()
-	fila.Register("mem", func(context.Context, *url.URL) (backend.Driver, error) { return nil, nil })
+	fila.Register("mem", func(context.Context, *url.URL, backend.OpenOptions) (backend.Driver, error) { return nil, nil })
 }

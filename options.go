@@ -95,7 +95,11 @@ func WithMaxBodyBytes(n int) Option {
 }
 
 // WithLogger sets the logger for the client's own events (dead-lettering on
-// max attempts, background failures). Default slog.Default().
+// max attempts, background failures) and, for a client made by Open, of its
+// driver (connection lost and restored, reconnection failures, broker
+// warnings) and of the broker's client library where the driver can route
+// it. An outage is reported with a bounded number of lines at Info and
+// above (see the package documentation). Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
 		if l != nil {

@@ -15,6 +15,13 @@
 // A driver therefore receives only valid input and only translates it into
 // broker operations.
 //
+// A driver registers an [Opener] for its URL schemes with fila.Register. The
+// Opener connects and checks the broker before returning; fila.Open passes it
+// the client's logger in [OpenOptions], and the driver sends every log line
+// there (reporting an outage with a bounded number of lines at Info and
+// above) and keeps the URL's credentials out of its errors and logs
+// ([RedactError]).
+//
 // # Delivery semantics every driver keeps
 //
 // Delivery is at least once. Every method must be safe for concurrent use.

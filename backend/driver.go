@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"log/slog"
 	"net/url"
 	"time"
 )
@@ -44,8 +45,20 @@ type Driver interface {
 }
 
 // Opener opens a driver from a URL whose scheme it was registered for. It
-// must reject query parameters it does not know with an ErrInvalid error.
-type Opener func(ctx context.Context, u *url.URL) (Driver, error)
+// must reject query parameters it does not know with an ErrInvalid error,
+// connect to the broker and check that it answers before returning (within
+// ctx), and keep the URL's credentials out of its errors (see RedactError).
+type Opener func(ctx context.Context, u *url.URL, o OpenOptions) (Driver, error)
+
+// OpenOptions are what the portable layer passes to an Opener besides the
+// URL.
+type OpenOptions struct {
+	// Logger receives every log line of the driver and of the client
+	// libraries it uses, as far as they can be routed. fila.Open always
+	// passes one (the logger of fila.WithLogger, else slog.Default()); a
+	// driver treats nil, from a direct caller, as slog.Default().
+	Logger *slog.Logger
+}
 
 // Deduper is implemented by drivers that support dedup keys (R11). Without
 // it, enqueueing a message with a dedup key returns ErrUnsupported.

@@ -29,6 +29,12 @@ var (
 	// server is shutting down or out of resources. Drivers wrap such errors
 	// with it; nothing else.
 	ErrUnavailable = errors.New("fila: broker unavailable (retryable)")
+	// ErrAccessDenied marks a failure because the broker refused the
+	// credentials (wrong password, unknown user) or the permissions the
+	// operation needs (a missing grant or ACL). Retrying does not help until
+	// the credentials or the broker's permissions are fixed, so it matches
+	// neither ErrUnavailable nor ErrInvalid. Drivers wrap such errors with it.
+	ErrAccessDenied = errors.New("fila: access denied (the broker refused the credentials or the operation's permissions)")
 )
 
 // DuplicateError reports that a dedup key is taken. It matches ErrDuplicate.

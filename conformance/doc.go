@@ -3,7 +3,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Harness{
-//			Open: func(ctx context.Context) (backend.Driver, error) { return mydriver.Open(ctx, url) },
+//			Open: func(ctx context.Context) (backend.Driver, error) { return mydriver.Open(ctx, u, backend.OpenOptions{}) },
 //			Missing: map[conformance.Feature]string{
 //				conformance.FeatureDedup: "the broker has no atomic key check",
 //			},

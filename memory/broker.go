@@ -73,7 +73,7 @@ func Named(name string) *Broker {
 	return b
 }
 
-func openURL(_ context.Context, u *url.URL) (backend.Driver, error) {
+func openURL(_ context.Context, u *url.URL, _ backend.OpenOptions) (backend.Driver, error) {
 	p := backend.NewURLParams(u)
 	if err := p.Done(); err != nil {
 		return nil, err

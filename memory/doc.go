@@ -5,7 +5,8 @@
 // driver instance, like a separate process connected to the same broker, so
 // competing consumers and crashed consumers can be played in one test. The
 // URL form is mem:// (the process-wide default broker) or mem://NAME (a named
-// one); importing this package registers the "mem" scheme.
+// one); importing this package registers the "mem" scheme. There is nothing
+// to connect to, so opening mem:// fails only for a bad URL.
 //
 // # Delivery semantics
 //

@@ -22,7 +22,7 @@ func TestConformance(t *testing.T) {
 	openDriver(t, s, map[string]string{"fila_database": db})
 	h := conformance.Harness{
 		Open: func(ctx context.Context) (backend.Driver, error) {
-			return Open(ctx, driverURL(t, s, map[string]string{"fila_database": db}))
+			return Open(ctx, driverURL(t, s, map[string]string{"fila_database": db}), backend.OpenOptions{})
 		},
 		Missing: map[conformance.Feature]string{},
 	}

@@ -10,6 +10,12 @@
 // clusters through mongos) get every feature; a standalone server works
 // without transactions and change streams (see below).
 //
+// Open (and New) talk to the server before returning (hello, buildInfo,
+// index creation), within ctx and the connection string's
+// serverSelectionTimeoutMS (30s by default): an unreachable server fails
+// there with an error matching fila.ErrUnavailable (and ctx's error when
+// ctx ended first). The mongo driver reconnects by itself afterwards.
+//
 // # Storage
 //
 // Pending messages of all queues (ready, delayed and leased) live in one
@@ -86,7 +92,10 @@
 // Failures a retry may cure wrap backend.ErrUnavailable (fila.ErrUnavailable):
 // network errors, no reachable primary, a server shutting down or stepping
 // down, an operation the server interrupted or timed out while the caller
-// still waited. Other server errors are wrapped with the operation's name.
+// still waited. Refused credentials or permissions (AuthenticationFailed,
+// Unauthorized, the mongo driver's authentication failing in the connection
+// handshake) wrap fila.ErrAccessDenied, which a retry does not cure. Other
+// server errors are wrapped with the operation's name.
 //
 // # Wake-up
 //

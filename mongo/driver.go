@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -190,6 +191,12 @@ func newDriver(ctx context.Context, client *gomongo.Client, owns bool, opts Opti
 	d.log = d.log.With(slog.String("fila_driver", "mongo"))
 	caps, err := detect(ctx, client)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			// The server did not answer before ctx ended: keep what the
+			// mongo driver last saw of it (a refused connection, no
+			// primary) next to the context's error.
+			return nil, fmt.Errorf("fila/mongo: connect: %w: %w (%v)", backend.ErrUnavailable, cerr, err)
+		}
 		return nil, d.mapErr(ctx, err, "detect server features")
 	}
 	caps.ChangeStreams = caps.ChangeStreams && !opts.DisableChangeStreams
@@ -243,6 +250,10 @@ func detect(ctx context.Context, client *gomongo.Client) (Capabilities, error) {
 	}
 	admin := client.Database("admin")
 	if err := admin.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		var se gomongo.ServerError
+		if !errors.As(err, &se) {
+			return Capabilities{}, err // no answer at all: asking again would wait as long
+		}
 		// Servers older than 4.4.2 only know isMaster.
 		if err2 := admin.RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&hello); err2 != nil {
 			return Capabilities{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	gomongo "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/auth"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -18,6 +19,8 @@ import (
 //     or the mongo driver said: an operation interrupted because the caller
 //     gave up is the caller's cancellation;
 //   - a closed driver or client gives backend.ErrClosed;
+//   - refused credentials or permissions wrap backend.ErrAccessDenied (see
+//     accessDenied);
 //   - failures a later retry may cure wrap backend.ErrUnavailable (see
 //     retryable): a lost or refused connection, no reachable primary, a
 //     server shutting down or stepping down, and an operation the server
@@ -36,12 +39,42 @@ func (d *Driver) mapErr(ctx context.Context, err error, op string) error {
 		errors.Is(err, backend.ErrUnsupported), errors.Is(err, backend.ErrClosed),
 		errors.Is(err, backend.ErrUnavailable):
 		return err
+	case errors.Is(err, backend.ErrAccessDenied):
+		return err
 	case errors.Is(err, gomongo.ErrClientDisconnected):
 		return backend.ErrClosed
+	case accessDenied(err):
+		return fmt.Errorf("fila/mongo: %s: %w: %w", op, backend.ErrAccessDenied, err)
 	case retryable(err):
 		return fmt.Errorf("fila/mongo: %s: %w: %w", op, backend.ErrUnavailable, err)
 	}
 	return fmt.Errorf("fila/mongo: %s: %w", op, err)
+}
+
+// accessDeniedCodes are the server error codes of refused credentials or
+// permissions.
+var accessDeniedCodes = []int{
+	13,   // Unauthorized
+	18,   // AuthenticationFailed
+	8000, // AtlasError: "bad auth" from MongoDB Atlas
+}
+
+// accessDenied reports whether err is the server refusing the credentials
+// or the operation's permissions (accessDeniedCodes), or the mongo driver's
+// authentication failing during the connection handshake for a reason other
+// than the network.
+func accessDenied(err error) bool {
+	var se gomongo.ServerError
+	if errors.As(err, &se) {
+		for _, c := range accessDeniedCodes {
+			if se.HasErrorCode(c) {
+				return true
+			}
+		}
+	}
+	var ae *auth.Error
+	return errors.As(err, &ae) && !gomongo.IsNetworkError(err) && !gomongo.IsTimeout(err) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // retryableCodes are the server error codes of failures that a retry may

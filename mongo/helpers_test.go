@@ -13,6 +13,7 @@ import (
 	gomongo "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 )
 
@@ -88,7 +89,7 @@ func openDriver(t testing.TB, s *testServer, params map[string]string) *Driver {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	drv, err := Open(ctx, driverURL(t, s, params))
+	drv, err := Open(ctx, driverURL(t, s, params), backend.OpenOptions{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -18,7 +18,8 @@ func init() {
 }
 
 // Open opens a driver from a mongodb:// or mongodb+srv:// URL; fila.Open
-// calls it for those schemes. Query parameters that start with "fila_" are
+// calls it for those schemes. The driver logs to oo.Logger (nil:
+// slog.Default()). Query parameters that start with "fila_" are
 // Fila's and unknown ones are refused:
 //
 //   - fila_database: the database of Fila's collections (default: the URL's
@@ -34,7 +35,9 @@ func init() {
 // majority defaults; replicaSet, tls, authSource, maxPoolSize and the rest
 // work as documented for MongoDB connection strings. The driver owns the
 // client it connects and disconnects it on Close.
-func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Driver, err error) {
+	// Client libraries may put the URL, or parts of it, into their errors.
+	defer func() { err = backend.RedactError(err, u) }()
 	ours, theirs := url.Values{}, url.Values{}
 	for k, v := range u.Query() {
 		if strings.HasPrefix(strings.ToLower(k), "fila_") {
@@ -52,6 +55,7 @@ func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 		PollInterval:         p.Duration("fila_poll_interval", DefaultPollInterval),
 		DisableChangeStreams: !p.Bool("fila_change_streams", true),
 		DisableAtomicBatches: !p.Bool("fila_atomic_batches", true),
+		Logger:               oo.Logger,
 	}
 	if err := p.Done(); err != nil {
 		return nil, err

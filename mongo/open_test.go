@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/testenv"
 )
 
 // TestOpenRejectsBadURLs needs no server: bad URLs fail before connecting.
@@ -26,7 +28,7 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		drv, err := Open(ctx, u)
+		drv, err := Open(ctx, u, backend.OpenOptions{})
 		cancel()
 		if !errors.Is(err, fila.ErrInvalid) {
 			t.Errorf("Open(%s): want ErrInvalid, got %v", raw, err)
@@ -70,4 +72,14 @@ func TestOpenThroughFila(t *testing.T) {
 	if err := c.Ping(ctx); err != nil {
 		t.Errorf("Ping: %v", err)
 	}
+}
+
+// TestOpenUnreachable: fila.Open checks the server at Open, so an
+// unreachable one fails there with fila.ErrUnavailable, within ctx (server
+// selection is shortened so the closed-port case ends on the mongo driver's
+// own timeout rather than the test's).
+func TestOpenUnreachable(t *testing.T) {
+	testenv.CheckOpenUnreachable(t, func(hostport string) string {
+		return "mongodb://" + hostport + "/?serverSelectionTimeoutMS=2000"
+	})
 }

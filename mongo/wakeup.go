@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/fila-go/fila/internal/outagelog"
 )
 
 // notifier wakes blocked receivers of one driver instance. A receiver takes
@@ -99,13 +101,15 @@ var watchPipeline = bson.A{
 func (d *Driver) watch(ctx context.Context) {
 	defer d.background.Done()
 	backoff := 100 * time.Millisecond
+	// Failures are logged with a bounded number of lines per outage.
+	outage := outagelog.New(d.log)
 	for ctx.Err() == nil {
 		cs, err := d.watched.Watch(ctx, watchPipeline)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			d.log.Warn("fila: change stream failed to open; receivers poll meanwhile", slog.Any("error", err), slog.Duration("retry_in", backoff))
+			outage.Down("fila: change stream failed to open; receivers poll meanwhile", slog.Any("error", err), slog.Duration("retry_in", backoff))
 			if !sleepCtx(ctx, backoff) {
 				return
 			}
@@ -113,6 +117,7 @@ func (d *Driver) watch(ctx context.Context) {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		outage.Up("fila: change stream open again")
 		d.notify.setHealthy(true)
 		d.notify.wakeAll()
 		for cs.Next(ctx) {
@@ -136,7 +141,7 @@ func (d *Driver) watch(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		d.log.Warn("fila: change stream ended; reopening", slog.Any("error", err))
+		outage.Down("fila: change stream ended; reopening", slog.Any("error", err))
 		if !sleepCtx(ctx, backoff) {
 			return
 		}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/outagelog"
 )
 
 // staleAfter is how many poll intervals a queue's last stats stay reported
@@ -114,14 +115,19 @@ func NewObserver(c *fila.Client, queues []string, opts ...Option) (*Observer, er
 func (o *Observer) Close() error { return o.reg.Unregister() }
 
 // Run polls every interval until ctx ends, starting at once, and returns
-// nil when ctx ends. Failed polls are logged (at Warn) and retried at the
-// next interval.
+// nil when ctx ends. Failed polls are retried at the next interval and
+// logged with a bounded number of lines however long they keep failing: a
+// Warn at the first failure, Debug for the next ones with a Warn reminder
+// after 1, 2, 4… minutes, an Info when a poll works again.
 func (o *Observer) Run(ctx context.Context) error {
 	t := time.NewTicker(o.interval)
 	defer t.Stop()
+	outage := outagelog.New(o.log)
 	for {
 		if err := o.Poll(ctx); err != nil && ctx.Err() == nil {
-			o.log.Warn("filaotel: reading queue stats failed", slog.Any("error", err))
+			outage.Down("filaotel: reading queue stats failed", slog.Any("error", err))
+		} else if err == nil {
+			outage.Up("filaotel: reading queue stats works again")
 		}
 		select {
 		case <-ctx.Done():

@@ -42,7 +42,7 @@ func runConformance(t *testing.T, params map[string]string) {
 			if err != nil {
 				return nil, err
 			}
-			return postgres.Open(ctx, u)
+			return postgres.Open(ctx, u, backend.OpenOptions{})
 		},
 		BeginTx: func(ctx context.Context) (conformance.Tx, error) {
 			tx, err := pool.Begin(ctx)

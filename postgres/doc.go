@@ -9,6 +9,11 @@
 // wrap it with fila.New. It is built on github.com/jackc/pgx/v5 (pgxpool)
 // and needs PostgreSQL 13 or newer (gen_random_uuid).
 //
+// Open (and New) connect and check the schema before returning, within ctx:
+// an unreachable server fails there with an error matching
+// fila.ErrUnavailable. The pool replaces broken connections by itself
+// afterwards.
+//
 // # Delivery semantics
 //
 // Delivery is at least once. Every message is a row; every operation is one
@@ -139,6 +144,9 @@
 //
 // Context errors come back as ctx.Err(). Lost connections, server shutdown,
 // serialization failures and deadlocks wrap ErrUnavailable (IsRetryable);
-// the pool replaces broken connections by itself. A message claimed while
+// the pool replaces broken connections by itself. Refused credentials
+// (SQLSTATE class 28: a wrong password, an unknown role, a pg_hba.conf
+// reject) and missing privileges (42501) wrap fila.ErrAccessDenied, which a
+// retry does not cure. A message claimed while
 // its Receive was being cancelled stays leased until its deadline.
 package postgres

@@ -33,6 +33,9 @@ func IsRetryable(err error) bool { return errors.Is(err, ErrUnavailable) }
 //     context.Canceled and context.DeadlineExceeded);
 //   - invalid input the server rejects (22xxx data exceptions) wraps
 //     backend.ErrInvalid;
+//   - refused credentials (class 28: wrong password, unknown role, a
+//     pg_hba.conf reject) and missing privileges (42501) wrap
+//     backend.ErrAccessDenied;
 //   - connection loss, admin shutdown, serialization failures, deadlocks and
 //     resource exhaustion wrap ErrUnavailable;
 //   - anything else is wrapped with the operation name.
@@ -49,12 +52,15 @@ func mapErr(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("fila/postgres: %s: %w: %w", op, ErrUnavailable, err)
 	}
 	if errors.Is(err, backend.ErrInvalid) || errors.Is(err, backend.ErrLeaseLost) ||
-		errors.Is(err, backend.ErrClosed) || errors.Is(err, ErrUnavailable) {
+		errors.Is(err, backend.ErrClosed) || errors.Is(err, ErrUnavailable) || errors.Is(err, backend.ErrAccessDenied) {
 		return err
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
+		case strings.HasPrefix(pe.Code, "28"), // invalid authorization: wrong password (28P01), unknown role, pg_hba reject (28000)
+			pe.Code == "42501": // insufficient privilege
+			return fmt.Errorf("fila/postgres: %s: %w: %w", op, backend.ErrAccessDenied, err)
 		case strings.HasPrefix(pe.Code, "22"): // data exception
 			return fmt.Errorf("fila/postgres: %s: %w: %s", op, backend.ErrInvalid, pe.Message)
 		case strings.HasPrefix(pe.Code, "08"), // connection exception

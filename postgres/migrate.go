@@ -168,11 +168,12 @@ func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
 // (fila_schema, default "fila"), for tools such as a CLI's migrate command.
 // Other fila_ parameters are accepted and ignored; pgx's own parameters
 // configure the connection.
-func MigrateURL(ctx context.Context, rawURL string) error {
+func MigrateURL(ctx context.Context, rawURL string) (err error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return backend.Invalidf("postgres URL: %v", err)
+		return backend.Invalidf("postgres URL does not parse; check its host, port and the percent-encoding of special characters")
 	}
+	defer func() { err = backend.RedactError(err, u) }()
 	o, connString, err := parseURL(u)
 	if err != nil {
 		return err

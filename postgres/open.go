@@ -36,14 +36,18 @@ const (
 const paramPrefix = "fila_"
 
 // Open opens a driver from a postgres:// or postgresql:// URL. It owns its
-// pool: Close closes it. fila.Open calls it for those schemes.
+// pool: Close closes it. fila.Open calls it for those schemes. The driver
+// logs to oo.Logger (nil: slog.Default()).
 //
 //	postgres://user:pass@host:5432/db?sslmode=disable&pool_max_conns=20&fila_schema=jobs&fila_migrate=true
-func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Driver, err error) {
+	// Client libraries may put the URL, or parts of it, into their errors.
+	defer func() { err = backend.RedactError(err, u) }()
 	o, connString, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
+	o.Logger = oo.Logger
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, backend.Invalidf("postgres URL: %v", err)

@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/rabbitmq"
 )
@@ -77,7 +78,7 @@ func filaBench(b *testing.B) (*fila.Client, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := rabbitmq.Open(context.Background(), u)
+	d, err := rabbitmq.Open(context.Background(), u, backend.OpenOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

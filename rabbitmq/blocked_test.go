@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ func openTest(t *testing.T) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Open(context.Background(), u)
+	d, err := Open(context.Background(), u, backend.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestBlockedConnection(t *testing.T) {
 	}
 	s.setBlocked(amqp.Blocking{Active: true, Reason: "low on memory"})
 	_, err = d.Enqueue(ctx, q, []backend.Message{testMsg("a")})
-	if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), "low on memory") {
+	if !errors.Is(err, ErrBlocked) || !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "low on memory") {
 		t.Fatalf("Enqueue while blocked: want ErrBlocked with the reason, got %v", err)
 	}
 	s.setBlocked(amqp.Blocking{Active: false})
@@ -87,5 +88,19 @@ func TestQueueDeletedBehindTheDriver(t *testing.T) {
 	ds, err := d.Receive(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
 	if err != nil || len(ds) != 1 || ds[0].ID != "c" {
 		t.Fatalf("Receive: %v, %+v; want message c", err, ds)
+	}
+}
+
+// TestSpecificErrorsAreUnavailable: the driver's own errors are kinds of
+// backend.ErrUnavailable (retryable), and stay distinct from each other.
+func TestSpecificErrorsAreUnavailable(t *testing.T) {
+	for _, e := range []error{ErrBlocked, ErrNacked, ErrUnroutable} {
+		wrapped := mapErr(context.Background(), "publish", fmt.Errorf("%w: detail", e))
+		if !errors.Is(wrapped, backend.ErrUnavailable) || !errors.Is(wrapped, e) {
+			t.Errorf("%v: errors.Is ErrUnavailable = %v, itself = %v; want both", e, errors.Is(wrapped, backend.ErrUnavailable), errors.Is(wrapped, e))
+		}
+	}
+	if errors.Is(ErrBlocked, ErrNacked) || errors.Is(ErrNacked, ErrUnroutable) {
+		t.Error("the driver's errors match each other")
 	}
 }

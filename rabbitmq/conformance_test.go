@@ -53,7 +53,7 @@ func (tr *tracker) open(ctx context.Context) (*tracked, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := rabbitmq.Open(ctx, u)
+	d, err := rabbitmq.Open(ctx, u, backend.OpenOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (tr *tracker) cleanup() {
 	u, _ := url.Parse(tr.raw)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := rabbitmq.Open(ctx, u)
+	d, err := rabbitmq.Open(ctx, u, backend.OpenOptions{})
 	if err != nil {
 		tr.t.Logf("cleanup: %v", err)
 		return

@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/outagelog"
 )
 
 // puller is the consumer side of one Fila queue in one driver instance: a
@@ -32,7 +33,8 @@ type puller struct {
 	queue string
 	n     names
 
-	ensureMu sync.Mutex // serializes consumer (re)starts and parking
+	ensureMu sync.Mutex     // serializes consumer (re)starts and parking
+	outage   *outagelog.Log // failures to start a consumer
 
 	mu            sync.Mutex
 	cs            *chanState
@@ -82,7 +84,7 @@ type entry struct {
 }
 
 func newPuller(d *Driver, queue string, n names) *puller {
-	return &puller{d: d, queue: queue, n: n, wake: make(chan struct{})}
+	return &puller{d: d, queue: queue, n: n, wake: make(chan struct{}), outage: outagelog.New(d.log)}
 }
 
 func (p *puller) broadcastLocked() {
@@ -150,6 +152,7 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			err := p.ensure(ctx)
 			switch {
 			case err == nil:
+				p.outage.Up("rabbitmq: consumer started again", slog.String("queue", p.queue))
 				backoff = 50 * time.Millisecond
 				continue
 			case ctx.Err() != nil:
@@ -157,7 +160,7 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			case errors.Is(err, backend.ErrClosed), errors.Is(err, backend.ErrInvalid):
 				return nil, err
 			}
-			p.d.log.Warn("rabbitmq: starting a consumer failed; retrying", slog.String("queue", p.queue), slog.Any("error", err))
+			p.outage.Down("rabbitmq: starting a consumer failed; retrying", slog.String("queue", p.queue), slog.Any("error", err))
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:

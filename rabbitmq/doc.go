@@ -127,13 +127,27 @@
 //
 // # Connections
 //
-// The driver reconnects with exponential backoff (100ms up to
+// Open (and New) make the first connection before returning, within ctx: an
+// unreachable broker or refused credentials fail there, an unreachable
+// broker with an error matching fila.ErrUnavailable, refused credentials
+// (ACCESS_REFUSED, a failed login or SASL negotiation, a vhost the user may
+// not use) with fila.ErrAccessDenied, which a retry does not cure; a
+// permission refused on a queue or exchange later is ErrAccessDenied too.
+//
+// The driver logs to Options.Logger (fila.WithLogger through fila.Open). An
+// outage costs a bounded number of lines at Info and above, however long it
+// lasts: a Warn when the connection is lost, the failed reconnection
+// attempts at Debug with a Warn reminder once it has lasted 1, 2, 4, …
+// minutes, and an Info with its length when the connection is back. The
+// driver reconnects with exponential backoff (100ms up to
 // fila_reconnect_max) and, on the new connection, redeclares topology and
 // restarts consumers as Receive calls need them. Calls made while the
 // connection is down wait up to fila_reconnect_wait and then fail with
-// ErrUnavailable; a blocked Receive waits until its context ends. Calls in
-// flight when the connection breaks fail with ErrUnavailable (retryable) or,
-// for settlements, ErrLeaseLost.
+// fila.ErrUnavailable; a blocked Receive waits until its context ends. Calls
+// in flight when the connection breaks fail with fila.ErrUnavailable
+// (retryable) or, for settlements, ErrLeaseLost. ErrBlocked, ErrNacked and
+// ErrUnroutable are retryable too: errors.Is matches them with
+// fila.ErrUnavailable as well as with themselves.
 //
 // # Capabilities
 //

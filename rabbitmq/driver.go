@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/outagelog"
 )
 
 // Driver is a Fila driver over one RabbitMQ connection (reconnected
@@ -21,8 +23,10 @@ import (
 // QueueLister: AMQP 0-9-1 cannot list queues). Build it with Open or New;
 // share one per process.
 type Driver struct {
-	opts  Options
-	log   *slog.Logger
+	opts   Options
+	log    *slog.Logger
+	outage *outagelog.Log // the connection's outages
+
 	nonce string        // tells this instance's receipts from others'
 	scope string        // broker, vhost and prefix: instances that share queues
 	seq   atomic.Uint64 // channel generations and consumer tags
@@ -66,6 +70,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	d := &Driver{
 		opts:         o,
 		log:          o.Logger.With(slog.String("driver", "rabbitmq")),
+		outage:       outagelog.New(o.Logger.With(slog.String("driver", "rabbitmq"))),
 		nonce:        hex.EncodeToString(nb[:]),
 		scope:        scopeOf(o),
 		sessCh:       make(chan struct{}),
@@ -94,7 +99,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		return nil, ctx.Err()
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("rabbitmq: connect: %w", mapErr(ctx, "connect", r.err))
+		return nil, d.redact(mapErr(ctx, "connect", r.err))
 	}
 	d.sess = r.s
 	close(d.sessCh)
@@ -103,6 +108,16 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	go d.supervise(r.s)
 	go d.janitor()
 	return d, nil
+}
+
+// redact removes the URL's credentials from err's message (amqp091 may put
+// parts of the URL, such as a key file's path, into its errors).
+func (d *Driver) redact(err error) error {
+	u, perr := url.Parse(d.opts.URL)
+	if perr != nil {
+		return err
+	}
+	return backend.RedactError(err, u)
 }
 
 // DriverName returns "rabbitmq".
@@ -125,7 +140,10 @@ func (d *Driver) dial() (*session, error) {
 }
 
 // supervise reconnects with exponential backoff whenever the connection is
-// lost, until the driver closes. Pullers reopen their channels, redeclare
+// lost, until the driver closes. An outage is logged with a bounded number
+// of lines (see package outagelog): a Warn when the connection is lost, the
+// failed attempts at Debug with a Warn reminder after 1, 2, 4… minutes, an
+// Info when it is back. Pullers reopen their channels, redeclare
 // their topology and restart their consumers on the new connection when a
 // Receive needs them.
 func (d *Driver) supervise(s *session) {
@@ -142,7 +160,7 @@ func (d *Driver) supervise(s *session) {
 			d.sessCh = make(chan struct{})
 		}
 		d.mu.Unlock()
-		d.log.Warn("rabbitmq: connection lost; reconnecting", slog.Any("error", s.err))
+		d.outage.Down("rabbitmq: connection lost; reconnecting", slog.Any("error", d.redact(s.err)))
 		backoff := 100 * time.Millisecond
 		for {
 			select {
@@ -161,11 +179,11 @@ func (d *Driver) supervise(s *session) {
 				d.sess = ns
 				close(d.sessCh)
 				d.mu.Unlock()
-				d.log.Info("rabbitmq: reconnected")
+				d.outage.Up("rabbitmq: reconnected")
 				s = ns
 				break
 			}
-			d.log.Warn("rabbitmq: reconnect failed", slog.Any("error", err), slog.Duration("retry_in", backoff))
+			d.outage.Down("rabbitmq: reconnect failed", slog.Any("error", d.redact(err)), slog.Duration("retry_in", backoff))
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:
@@ -206,7 +224,7 @@ func (d *Driver) session(ctx context.Context, wait time.Duration) (*session, err
 		case <-d.closeCh:
 			return nil, backend.ErrClosed
 		case <-timeout:
-			return nil, fmt.Errorf("%w: no connection after waiting %v", ErrUnavailable, wait)
+			return nil, fmt.Errorf("%w: no connection after waiting %v", backend.ErrUnavailable, wait)
 		}
 	}
 }

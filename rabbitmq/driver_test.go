@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/rabbitmq"
 )
@@ -31,7 +32,7 @@ func newClient(t *testing.T, tr *tracker, params map[string]string, opts ...fila
 	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := rabbitmq.Open(ctx, u)
+	d, err := rabbitmq.Open(ctx, u, backend.OpenOptions{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -70,7 +71,7 @@ func TestForcedDisconnect(t *testing.T) {
 				if id, err = prod.Enqueue(ctx, q, fila.Message{Kind: "k", Body: []byte(fmt.Sprint(i))}); err == nil {
 					break
 				}
-				if !errors.Is(err, rabbitmq.ErrUnavailable) || try > 50 {
+				if !errors.Is(err, fila.ErrUnavailable) || try > 50 {
 					t.Errorf("Enqueue: %v", err)
 					return
 				}
@@ -101,7 +102,7 @@ func TestForcedDisconnect(t *testing.T) {
 				if err := d.Ack(ctx); err != nil {
 					// The connection broke after the delivery: the broker
 					// requeued it and it comes again.
-					if !errors.Is(err, fila.ErrLeaseLost) && !errors.Is(err, rabbitmq.ErrUnavailable) {
+					if !errors.Is(err, fila.ErrLeaseLost) && !errors.Is(err, fila.ErrUnavailable) {
 						t.Errorf("Ack: %v", err)
 					}
 					continue
@@ -279,11 +280,12 @@ func TestOpenURLParameters(t *testing.T) {
 		"amqp://guest:guest@127.0.0.1:5672/?fila_bogus=1",
 		"amqp://guest:guest@127.0.0.1:5672/?fila_prefetch=x",
 		"amqp://guest:guest@127.0.0.1:5672/?pool_max=3",
+		"amqp://guest:guest@127.0.0.1:5672/?heartbeat=x",
 		"amqp://guest:guest@127.0.0.1:5672/?fila_prefix=a:b",
 		"amqp://guest:guest@127.0.0.1:5672/?fila_prefix=" + strings.Repeat("p", 110),
 	} {
 		u, _ := url.Parse(raw)
-		if _, err := rabbitmq.Open(ctx, u); !errors.Is(err, fila.ErrInvalid) {
+		if _, err := rabbitmq.Open(ctx, u, backend.OpenOptions{}); !errors.Is(err, fila.ErrInvalid) {
 			t.Errorf("Open(%s): want ErrInvalid, got %v", raw, err)
 		}
 	}
@@ -296,7 +298,7 @@ func TestLongNamesRefused(t *testing.T) {
 	tr := newTracker(t, testenv.RabbitMQURL(t))
 	ctx := context.Background()
 	u, _ := url.Parse(tr.raw + "?fila_prefix=" + strings.Repeat("p", 110))
-	if _, err := rabbitmq.Open(ctx, u); !errors.Is(err, fila.ErrInvalid) {
+	if _, err := rabbitmq.Open(ctx, u, backend.OpenOptions{}); !errors.Is(err, fila.ErrInvalid) {
 		t.Errorf("Open with a prefix that makes delay queue names pass 255 bytes: want ErrInvalid, got %v", err)
 	}
 	// The longest prefix works with the longest queue name.

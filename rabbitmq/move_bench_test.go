@@ -46,7 +46,7 @@ func BenchmarkReceiveDelayed(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := rabbitmq.Open(context.Background(), u)
+	d, err := rabbitmq.Open(context.Background(), u, backend.OpenOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

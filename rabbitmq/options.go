@@ -16,7 +16,9 @@ import (
 )
 
 func init() {
-	opener := func(ctx context.Context, u *url.URL) (backend.Driver, error) { return Open(ctx, u) }
+	opener := func(ctx context.Context, u *url.URL, o backend.OpenOptions) (backend.Driver, error) {
+		return Open(ctx, u, o)
+	}
 	fila.Register("amqp", opener)
 	fila.Register("amqps", opener)
 }
@@ -58,7 +60,7 @@ type Options struct {
 	// 5s; the first retry is after 100ms). URL parameter fila_reconnect_max.
 	ReconnectMax time.Duration
 	// ReconnectWait is how long a call made while the connection is down
-	// waits for the reconnection before failing with ErrUnavailable (default
+	// waits for the reconnection before failing with fila.ErrUnavailable (default
 	// 5s; a Receive keeps waiting until its context ends). URL parameter
 	// fila_reconnect_wait.
 	ReconnectWait time.Duration
@@ -101,6 +103,15 @@ func (o *Options) validate() error {
 	if o.URL == "" {
 		return backend.Invalidf("rabbitmq: Options.URL is empty")
 	}
+	if _, err := amqp.ParseURI(o.URL); err != nil {
+		// amqp091 would refuse it at every dial; it is the URL that is
+		// wrong, not the broker that is away.
+		err = backend.Invalidf("rabbitmq URL: %v", err)
+		if u, perr := url.Parse(o.URL); perr == nil {
+			err = backend.RedactError(err, u)
+		}
+		return err
+	}
 	if len(o.Prefix) > maxPrefix {
 		return backend.Invalidf("rabbitmq: prefix is %d bytes; the limit is %d, so that every derived queue name (%s) fits RabbitMQ's %d bytes",
 			len(o.Prefix), maxPrefix, "P.Q:delay:MS", maxNameLen)
@@ -126,9 +137,12 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 // amqp091-go's own parameters (heartbeat, connection_timeout, channel_max,
 // auth_mechanism, certfile, keyfile, cacertfile,
 // server_name_indication) pass through to it; anything else is ErrInvalid.
-func Open(ctx context.Context, u *url.URL) (*Driver, error) {
+// The driver logs to oo.Logger (nil: slog.Default()).
+func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ *Driver, err error) {
+	// amqp091 may put parts of the URL (a key file's path) into its errors.
+	defer func() { err = backend.RedactError(err, u) }()
 	p := backend.NewURLParams(u)
-	var o Options
+	o := Options{Logger: oo.Logger}
 	o.Prefix = p.String("fila_prefix", DefaultPrefix)
 	o.MaxPrefetch = p.Int("fila_prefetch", DefaultMaxPrefetch)
 	o.BufferIdle = p.Duration("fila_buffer_idle", DefaultBufferIdle)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/fila-go/fila/backend"
 )
 
 // session is one AMQP connection with its control channel (declarations,
@@ -412,7 +414,7 @@ func (s *session) publishOnce(ctx context.Context, items []pubItem) ([]int, erro
 		}
 		if !dc.Acked() {
 			if st.ch.IsClosed() || s.isDead() {
-				return nil, fmt.Errorf("%w: the channel closed before the broker confirmed the publish", ErrUnavailable)
+				return nil, fmt.Errorf("%w: the channel closed before the broker confirmed the publish", backend.ErrUnavailable)
 			}
 			nacked = append(nacked, i)
 		}

@@ -50,7 +50,7 @@ func TestConformanceCluster(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return redis.Open(ctx, u)
+			return redis.Open(ctx, u, backend.OpenOptions{})
 		},
 	}))
 }

@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return redis.Open(ctx, u)
+			return redis.Open(ctx, u, backend.OpenOptions{})
 		},
 	}))
 }

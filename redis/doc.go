@@ -15,6 +15,25 @@
 // It needs Redis 7.0 or later (XCLAIM dropping deleted entries from the
 // pending list, exclusive XRANGE ranges).
 //
+// Open connects and sends PING before returning, within ctx: an
+// unreachable server fails there with an error matching fila.ErrUnavailable,
+// as with every driver. New, over a client the caller owns, does not wait
+// for the server (call Ping). go-redis reconnects by itself afterwards.
+//
+// # Logging
+//
+// The driver logs to Options.Logger (fila.WithLogger through fila.Open). It
+// logs nothing of its own for an outage, which every call reports with
+// fila.ErrUnavailable. go-redis has no logger per client, only a
+// process-wide one (redis.SetLogger) that prints to standard error; this
+// package replaces it when imported with one that forwards each go-redis
+// line to slog at Debug: to the logger of the open driver whose server
+// address the line names (go-redis's dial failures do), else to the loggers
+// of all open drivers, else to slog.Default(). So nothing goes to standard
+// error outside slog, lines about an application's own go-redis clients
+// included; an application that wants go-redis's lines elsewhere calls
+// redis.SetLogger after importing this package.
+//
 // # Keys
 //
 // Every key of a queue carries the hash tag {<prefix>:<queue>}, so all of a
@@ -123,9 +142,14 @@
 // Failures a retry may cure wrap backend.ErrUnavailable (fila.ErrUnavailable):
 // refused, lost or timed-out connections, an exhausted connection pool, and
 // the LOADING, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, NOREPLICAS, BUSY,
-// OOM and max-clients replies. A retried call may repeat work whose reply was
-// lost (an enqueue stored twice, a settlement already applied reporting
-// ErrLeaseLost).
+// OOM and max-clients replies. Refused credentials (WRONGPASS, NOAUTH) and
+// ACL refusals (NOPERM) wrap fila.ErrAccessDenied, which a retry does not
+// cure. A MULTI/EXEC transaction that Redis discarded
+// (EXECABORT, because a queued command was refused) stored nothing and is
+// reported with the refusal of that command, so a transaction refused with
+// LOADING while Redis loads its data is retryable like any other LOADING
+// reply. A retried call may repeat work whose reply was lost (an enqueue
+// stored twice, a settlement already applied reporting ErrLeaseLost).
 //
 // # Cost
 //

@@ -52,17 +52,20 @@ type Driver struct {
 // New returns a driver over a go-redis client the caller owns (a *Client,
 // *ClusterClient or failover client). Close does not close the client unless
 // o.CloseClient is set. New reads the server's maxmemory-policy and logs a
-// warning unless it is noeviction.
+// warning unless it is noeviction. Unlike Open it does not fail when the
+// server does not answer (call Ping for that).
 func New(client goredis.UniversalClient, o Options) (*Driver, error) {
 	if client == nil {
 		return nil, backend.Invalidf("redis client is nil")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	return newDriver(ctx, client, o)
+	return newDriver(ctx, client, o, false)
 }
 
-func newDriver(ctx context.Context, client goredis.UniversalClient, o Options) (*Driver, error) {
+// newDriver builds the driver; with ping it first checks that the server
+// answers.
+func newDriver(ctx context.Context, client goredis.UniversalClient, o Options, ping bool) (*Driver, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -71,6 +74,13 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, o Options) (
 		return nil, fmt.Errorf("fila/redis: random token base: %w", err)
 	}
 	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}}
+	registerLog(d)
+	if ping {
+		if err := d.pingWithin(ctx); err != nil {
+			unregisterLog(d)
+			return nil, err
+		}
+	}
 	d.checkPolicy(ctx)
 	return d, nil
 }
@@ -103,12 +113,28 @@ func (d *Driver) Ping(ctx context.Context) error {
 	return d.fail(ctx, d.c.Ping(ctx).Err())
 }
 
+// pingWithin is Ping returning when ctx ends even if the server accepted
+// the connection and never answers: go-redis bounds a read by its read
+// timeout, not by ctx. The abandoned PING ends when the client is closed.
+func (d *Driver) pingWithin(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- d.c.Ping(ctx).Err() }()
+	select {
+	case err := <-done:
+		return d.fail(ctx, err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (d *Driver) keys(queue string) keys { return queueKeys(d.o.Prefix, queue) }
 
 // fail maps an error from Redis: the context's error when ctx ended (so
 // errors.Is(err, context.Canceled) holds), backend.ErrClosed for a closed
-// client, an error wrapping backend.ErrUnavailable for failures a retry may
-// cure (see retryable), otherwise the cause wrapped with the driver's name.
+// client, an error wrapping backend.ErrAccessDenied for refused credentials
+// or ACL permissions (see accessDenied), an error wrapping
+// backend.ErrUnavailable for failures a retry may cure (see retryable),
+// otherwise the cause wrapped with the driver's name.
 // It is the driver's single error-mapping point.
 func (d *Driver) fail(ctx context.Context, err error) error {
 	if err == nil {
@@ -120,13 +146,42 @@ func (d *Driver) fail(ctx context.Context, err error) error {
 	if errors.Is(err, goredis.ErrClosed) {
 		return backend.ErrClosed
 	}
-	if errors.Is(err, backend.ErrUnavailable) {
+	if errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrAccessDenied) {
 		return err
+	}
+	if accessDenied(err) {
+		return fmt.Errorf("fila/redis: %w: %w", backend.ErrAccessDenied, err)
 	}
 	if retryable(err) {
 		return fmt.Errorf("fila/redis: %w: %w", backend.ErrUnavailable, err)
 	}
 	return fmt.Errorf("fila/redis: %w", err)
+}
+
+// execAbortCause returns, for a MULTI/EXEC transaction that Redis discarded
+// with EXECABORT (a command was refused while being queued, so nothing ran
+// and nothing was stored), the refusal of the first refused command: that
+// reply (LOADING while Redis loads its data, OOM, READONLY, …) is what says
+// whether a retry may help, while EXECABORT itself does not. Any other
+// error is returned unchanged.
+func execAbortCause(err error, cmds []goredis.Cmder) error {
+	if !goredis.IsExecAbortError(err) {
+		return err
+	}
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && !goredis.IsExecAbortError(cerr) {
+			return fmt.Errorf("%w (%v; the transaction stored nothing)", cerr, err)
+		}
+	}
+	return err
+}
+
+// accessDenied reports whether err is Redis refusing the credentials
+// (WRONGPASS, NOAUTH) or an ACL refusing the command or key (NOPERM).
+// Errors raised inside a script keep the prefix of the command that failed.
+func accessDenied(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "WRONGPASS ") || strings.HasPrefix(s, "NOAUTH ") || strings.HasPrefix(s, "NOPERM ")
 }
 
 // retryableReplies are the prefixes of Redis error replies that a later
@@ -229,13 +284,14 @@ func (d *Driver) enqueuePlain(ctx context.Context, k keys, msgs []backend.Messag
 		}
 		fields[i] = f
 	}
-	if _, err := d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+	cmds, err := d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 		for _, f := range fields {
 			pipe.XAdd(ctx, &goredis.XAddArgs{Stream: k.stream, Values: f})
 		}
 		return nil
-	}); err != nil {
-		return nil, d.fail(ctx, err)
+	})
+	if err != nil {
+		return nil, d.fail(ctx, execAbortCause(err, cmds))
 	}
 	res := make([]backend.EnqueueResult, len(msgs))
 	for i := range msgs {
@@ -550,6 +606,7 @@ func (d *Driver) Close() error {
 	d.closed = true
 	d.mu.Unlock()
 	d.waits.Wait()
+	defer unregisterLog(d)
 	if d.o.CloseClient {
 		return d.c.Close()
 	}

@@ -86,7 +86,7 @@ func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.
 	args := []any{group, consumer, ceilMS(p.Lease), defaultPromote, d.sweepMS(), d.o.OrphanIdle.Milliseconds()}
 	var post *goredis.Cmd
 	var xr *goredis.Cmd
-	_, _ = d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+	cmds, txErr := d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
 		// Do, not XReadGroup: the generic reply costs less to decode.
 		xr = pipe.Do(ctx, "XREADGROUP", "GROUP", group, consumer, "COUNT", p.Max, "STREAMS", k.stream, ">")
 		post = scriptReceivePost.EvalSha(ctx, pipe, keys, args...)
@@ -101,6 +101,9 @@ func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.
 	if perr != nil {
 		// The transaction did not run, or the script failed: whatever the
 		// XREADGROUP read has no deadline and the sweep recovers it.
+		if goredis.IsExecAbortError(perr) {
+			perr = execAbortCause(txErr, cmds)
+		}
 		return res, d.fail(ctx, perr)
 	}
 	if len(pv) != 6 {

@@ -103,8 +103,9 @@ func init() {
 	fila.Register("rediss", Open)
 }
 
-// Open is the fila.Opener of the "redis" and "rediss" schemes. The URL is a
-// go-redis URL; Fila's own query parameters start with "fila_":
+// Open is the fila.Opener of the "redis" and "rediss" schemes; the driver
+// logs to oo.Logger (nil: slog.Default()). The URL is a go-redis URL; Fila's
+// own query parameters start with "fila_":
 //
 //	fila_prefix     key prefix (default "fila")
 //	fila_dead_cap   dead letters kept per queue (default 100000, 0 unbounded)
@@ -118,7 +119,13 @@ func init() {
 // more seed nodes) and redis.ParseFailoverURL in sentinel mode
 // (master_name=…, addr=… for more sentinels); go-redis rejects the ones it
 // does not know, which is reported as ErrInvalid too.
-func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
+//
+// Open connects and checks that Redis answers (PING) before it returns,
+// within ctx: an unreachable server fails here with an error matching
+// fila.ErrUnavailable (New, over a client the caller owns, does not check).
+func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Driver, err error) {
+	// Client libraries may put the URL, or parts of it, into their errors.
+	defer func() { err = backend.RedactError(err, u) }()
 	own := url.Values{}
 	rest := url.Values{}
 	for k, v := range u.Query() {
@@ -129,7 +136,7 @@ func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 		}
 	}
 	p := backend.NewURLParams(&url.URL{RawQuery: own.Encode()})
-	o := Options{CloseClient: true}
+	o := Options{CloseClient: true, Logger: oo.Logger}
 	o.Prefix = p.String("fila_prefix", DefaultPrefix)
 	if p.Has("fila_dead_cap") {
 		if o.DeadCap = p.Int("fila_dead_cap", DefaultDeadCap); o.DeadCap == 0 {
@@ -174,7 +181,9 @@ func Open(ctx context.Context, u *url.URL) (backend.Driver, error) {
 	default:
 		return nil, backend.Invalidf("URL parameter fila_mode=%q: want single, cluster or sentinel", mode)
 	}
-	d, err := newDriver(ctx, client, o)
+	// Like sql.Open followed by Ping: an unreachable server or refused
+	// credentials fail here, not at the first call.
+	d, err := newDriver(ctx, client, o, true)
 	if err != nil {
 		_ = client.Close()
 		return nil, err

@@ -71,7 +71,10 @@ type Config struct {
 	// Logger receives the worker's own records (job outcomes, receive and
 	// settlement failures) and is the base of the per-job logger returned by
 	// Logger(ctx); default slog.Default(). Successful jobs log at Debug,
-	// retries at Warn, dead letters at Error.
+	// retries at Warn, dead letters at Error. Receive failures during a
+	// broker outage log a bounded number of lines per queue: a Warn at the
+	// first, Debug for the next with a Warn reminder after 1, 2, 4… minutes,
+	// an Info when receiving works again.
 	Logger *slog.Logger
 
 	// ShutdownGrace is how long running jobs may go on once Run's context

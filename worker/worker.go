@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/outagelog"
 )
 
 // settleTimeout bounds each settlement call (Ack, Retry, Dead, Release) and
@@ -184,6 +185,8 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 	// tokens, so the free count only grows while it waits in Receive.
 	slots := make(chan struct{}, concurrency)
 	retry := receiveRetryMin
+	// A broker outage is logged with a bounded number of lines.
+	outage := outagelog.New(w.log)
 	for {
 		select {
 		case slots <- struct{}{}: // wait for one free slot
@@ -201,7 +204,7 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 				w.log.Error("fila worker: receive failed for good; stopping", slog.String("queue", queue), slog.Any("error", err))
 				return fmt.Errorf("worker: receive from %q: %w", queue, err)
 			}
-			w.log.Warn("fila worker: receive failed; retrying", slog.String("queue", queue),
+			outage.Down("fila worker: receive failed; retrying", slog.String("queue", queue),
 				slog.Any("error", err), slog.Duration("retry_in", retry))
 			if !sleep(ctx, retry) {
 				return nil
@@ -210,6 +213,7 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 			continue
 		}
 		retry = receiveRetryMin
+		outage.Up("fila worker: receiving works again", slog.String("queue", queue))
 		for range len(ds) - 1 {
 			slots <- struct{}{} // never blocks: we asked for no more than were free
 		}

@@ -8,9 +8,11 @@
 //	go install github.com/fila-go/fila/cmd/fila@latest
 //
 // The broker URL comes from --url or the FILA_URL environment variable
-// (postgres://, redis://, amqp://, mongodb://, mem://); passwords are never
-// printed. Before any command the broker is pinged, within --connect-timeout
-// (default 5s).
+// (postgres://, redis://, amqp://, mongodb://, mem://). Its credentials are
+// never printed: the password of the user part and the value of every
+// credential parameter (password, sslpassword, sslkey, keyfile, token,
+// secret, …; see fila.Redact) show as xxxxx. Before any command the broker
+// is pinged, within --connect-timeout (default 5s).
 //
 //	fila stats QUEUE...                 ready, delayed, leased, dead, oldest-ready age
 //	fila stats --json QUEUE...          the same as JSON
@@ -67,6 +69,9 @@
 //	   messages or dead letters); the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id
 //	   is printed on standard output
+//	6  the broker refused the credentials (wrong password, unknown user) or
+//	   the permissions the command needs (fila.ErrAccessDenied); fix the
+//	   URL's credentials or the user's grants, retrying does not help
 //	130 interrupted (Ctrl-C) before the command finished; --watch ends with 0
 //
 // # Why cobra

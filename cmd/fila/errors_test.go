@@ -27,7 +27,7 @@ type bareDriver struct{ backend.Driver }
 func (bareDriver) DriverName() string { return "bare" }
 
 func init() {
-	fila.Register("clitest-bare", func(_ context.Context, u *url.URL) (backend.Driver, error) {
+	fila.Register("clitest-bare", func(_ context.Context, u *url.URL, _ backend.OpenOptions) (backend.Driver, error) {
 		return bareDriver{memory.Named("bare" + u.Host).Open()}, nil
 	})
 }
@@ -93,6 +93,45 @@ func TestUnreachableBroker(t *testing.T) {
 	r := cli(t, "", "--url", "postgres://u:s3cret@127.0.0.1:1/test?sslmode=disable", "stats", "q")
 	if r.code != 3 || strings.Contains(r.stderr, "s3cret") {
 		t.Errorf("exit %d, stderr %q; want 3 without the password", r.code, r.stderr)
+	}
+}
+
+// TestAccessDenied: credentials the broker refuses exit 6, on every broker
+// where the test can provoke a refusal without changing the shared
+// server's configuration: PostgreSQL refuses a role that does not exist
+// (its loopback connections are trusted, so a wrong password would pass),
+// RabbitMQ a wrong password, and the test FerretDB every SCRAM login.
+func TestAccessDenied(t *testing.T) {
+	t.Parallel()
+	withUser := func(raw string, user *url.Userinfo) string {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = user
+		return u.String()
+	}
+	for _, b := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"postgres", func(t *testing.T) string {
+			return withUser(testenv.PostgresURL(t), url.User("no_such_role_"+unique("r")))
+		}},
+		{"rabbitmq", func(t *testing.T) string {
+			return withUser(testenv.RabbitMQURL(t), url.UserPassword("guest", "wrong-password"))
+		}},
+		{"mongo", func(t *testing.T) string {
+			return withUser(testenv.MongoURL(t), url.UserPassword("no_such_user", "wrong-password"))
+		}},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			r := fails(t, 6, "refused the credentials", "", "--url", b.url(t), "stats", "q")
+			if strings.Contains(r.stderr, "wrong-password") {
+				t.Errorf("stderr shows the password: %s", r.stderr)
+			}
+		})
 	}
 }
 

@@ -22,6 +22,9 @@ const (
 	exitUnreachable = 3
 	exitUnsupported = 4
 	exitDuplicate   = 5
+	// exitAccessDenied: the broker refused the credentials or the
+	// operation's permissions (fila.ErrAccessDenied).
+	exitAccessDenied = 6
 	// exitInterrupted is the shell's code for a command ended by SIGINT.
 	exitInterrupted = 130
 )
@@ -131,6 +134,8 @@ func exitCode(err error) int {
 		return exitUnsupported
 	case errors.Is(err, fila.ErrDuplicate):
 		return exitDuplicate
+	case errors.Is(err, fila.ErrAccessDenied):
+		return exitAccessDenied
 	case errors.Is(err, fila.ErrInvalid), errors.Is(err, fila.ErrTooLarge):
 		return exitUsage
 	default:
@@ -152,7 +157,7 @@ The broker URL comes from --url or the FILA_URL environment variable:
 
 Exit codes: 0 ok, 1 operation failed, 2 usage or invalid input, 3 broker
 unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
-130 interrupted.`,
+6 the broker refused the credentials or permissions, 130 interrupted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -210,6 +215,8 @@ func (a *app) connectErr(ctx, octx context.Context, raw string, err error) error
 		return &exitErr{code: exitUsage, err: fmt.Errorf("%w\nRun 'fila schema up' to create or upgrade it.", err)}
 	case errors.Is(err, fila.ErrInvalid):
 		return &exitErr{code: exitUsage, err: err}
+	case errors.Is(err, fila.ErrAccessDenied):
+		return &exitErr{code: exitAccessDenied, err: fmt.Errorf("the broker at %s refused the credentials or permissions: %w\nCheck the user and password in the URL and the user's grants on the broker.", fila.Redact(raw), err)}
 	case octx.Err() != nil:
 		return &exitErr{code: exitUnreachable, err: fmt.Errorf("broker at %s did not answer within %v (--connect-timeout): %w", fila.Redact(raw), a.connectTimeout, err)}
 	default:
