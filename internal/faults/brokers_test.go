@@ -17,10 +17,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// startLimit bounds a private broker's start (RabbitMQ boots in 5-10 s on a
-// quiet 2-core machine, several times that on a busy one).
-const startLimit = 120 * time.Second
-
 // privateRedis starts a redis-server on a free port with its own directory
 // and an append-only file fsynced on every write (appendfsync always), so
 // every acknowledged write survives a kill -9.
@@ -28,22 +24,19 @@ func privateRedis(t *testing.T) *server {
 	bin := findProgram(t, "redis-server", "redis-server")
 	acct := runAs{uid: os.Getuid(), gid: os.Getgid()}
 	dir := serverDir(t, "fila-faults-redis-", acct)
-	port := freePorts(t, 1)[0]
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	s := &server{
-		t: t, name: "redis", dir: dir, logPath: filepath.Join(dir, "server.log"),
-		argv: []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-			"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
-			"--maxmemory-policy", "noeviction"},
-		url: "redis://" + addr + "/0",
-		probe: func(ctx context.Context) error {
-			return redisPing(ctx, addr)
-		},
-	}
-	t.Cleanup(s.kill)
-	s.start()
-	s.waitReady(startLimit)
-	return s
+	return startOnFreePorts(t, 1, func(ports []int) *server {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+		return &server{
+			t: t, name: "redis", dir: dir, logPath: filepath.Join(dir, "server.log"),
+			argv: []string{bin, "--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--dir", dir,
+				"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
+				"--maxmemory-policy", "noeviction"},
+			url: "redis://" + addr + "/0",
+			probe: func(ctx context.Context) error {
+				return redisPing(ctx, addr)
+			},
+		}
+	})
 }
 
 // redisPing sends PING and wants PONG (a loading server answers LOADING).
@@ -86,28 +79,25 @@ func privatePostgres(t *testing.T) *server {
 	if out, err := init.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	port := freePorts(t, 1)[0]
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	s := &server{
-		t: t, name: "postgres", dir: dir, logPath: filepath.Join(dir, "server.log"), cred: acct.cred,
-		argv: []string{postgres, "-D", data, "-p", strconv.Itoa(port),
-			"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
-			"-c", "shared_buffers=32MB", "-c", "max_connections=60"},
-		url: url + "&fila_migrate=true",
-		probe: func(ctx context.Context) error {
-			conn, err := pgx.Connect(ctx, url)
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.Background())
-			var one int
-			return conn.QueryRow(ctx, "select 1").Scan(&one)
-		},
-	}
-	t.Cleanup(s.kill)
-	s.start()
-	s.waitReady(startLimit)
-	return s
+	return startOnFreePorts(t, 1, func(ports []int) *server {
+		url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", ports[0])
+		return &server{
+			t: t, name: "postgres", dir: dir, logPath: filepath.Join(dir, "server.log"), cred: acct.cred,
+			argv: []string{postgres, "-D", data, "-p", strconv.Itoa(ports[0]),
+				"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
+				"-c", "shared_buffers=32MB", "-c", "max_connections=60"},
+			url: url + "&fila_migrate=true",
+			probe: func(ctx context.Context) error {
+				conn, err := pgx.Connect(ctx, url)
+				if err != nil {
+					return err
+				}
+				defer conn.Close(context.Background())
+				var one int
+				return conn.QueryRow(ctx, "select 1").Scan(&one)
+			},
+		}
+	})
 }
 
 // privateRabbitMQ starts a second RabbitMQ node, fila-faults-<random>@localhost,
@@ -123,9 +113,15 @@ func privateRabbitMQ(t *testing.T) *server {
 	}
 	findProgram(t, "erl", "erlang-base") // the script needs it: fail early in one line
 	acct := accountFor(t, "rabbitmq")
+	return startOnFreePorts(t, 2, func(ports []int) *server {
+		return rabbitNode(t, script, acct, ports[0], ports[1])
+	})
+}
+
+// rabbitNode prepares (without starting it) a fresh RabbitMQ node listening
+// for AMQP on amqpPort, with distPort for Erlang distribution.
+func rabbitNode(t *testing.T, script string, acct runAs, amqpPort, distPort int) *server {
 	dir := serverDir(t, "fila-faults-rabbitmq-", acct)
-	ports := freePorts(t, 2)
-	amqpPort, distPort := ports[0], ports[1]
 	node := "fila-faults-" + randomHex(4) + "@localhost"
 	files := map[string]string{
 		"rabbitmq.conf":     fmt.Sprintf("listeners.tcp.local = 127.0.0.1:%d\nloopback_users = none\n", amqpPort),
@@ -196,8 +192,5 @@ func privateRabbitMQ(t *testing.T) *server {
 			return fmt.Sprintf("rabbitmqctl -n %s list_queues: %v\n%s", node, err, out)
 		}
 	}
-	t.Cleanup(s.kill)
-	s.start()
-	s.waitReady(startLimit)
 	return s
 }

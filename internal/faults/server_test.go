@@ -86,22 +86,56 @@ func (s *server) exited() bool {
 // limit passes.
 func (s *server) waitReady(limit time.Duration) time.Time {
 	s.t.Helper()
+	at, err := s.awaitReady(limit)
+	if err != nil {
+		s.t.Fatalf("%v; its log ends:\n%s", err, s.logTail())
+	}
+	return at
+}
+
+// errExited is awaitReady's error when the server ended before answering.
+var errExited = errors.New("exited before answering")
+
+func (s *server) awaitReady(limit time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(limit)
-	var last error
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		last = s.probe(ctx)
+		err := s.probe(ctx)
 		cancel()
-		if last == nil {
-			return time.Now()
+		if err == nil {
+			return time.Now(), nil
 		}
 		if s.exited() {
-			s.t.Fatalf("private %s exited (%v) before answering; its log ends:\n%s", s.name, s.waitErr, s.logTail())
+			return time.Time{}, fmt.Errorf("private %s %w (%v)", s.name, errExited, s.waitErr)
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("private %s did not answer within %v (last: %v); its log ends:\n%s", s.name, limit, last, s.logTail())
+			return time.Time{}, fmt.Errorf("private %s did not answer within %v (last: %v)", s.name, limit, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startOnFreePorts builds a server on n free ports with build, starts it
+// and waits until it answers. Another process can bind a port between
+// freePorts and the server's own bind (RabbitMQ's CLI tools, for one, take
+// ports from 35672 up), so a server that exits at start-up because a port
+// is in use is built again on other ports, up to three times.
+func startOnFreePorts(t testing.TB, n int, build func(ports []int) *server) *server {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		s := build(freePorts(t, n))
+		t.Cleanup(s.kill)
+		s.start()
+		_, err := s.awaitReady(startLimit)
+		if err == nil {
+			return s
+		}
+		log := s.logTail()
+		if attempt < 3 && errors.Is(err, errExited) && (strings.Contains(log, "eaddrinuse") || strings.Contains(log, "already in use")) {
+			t.Logf("private %s: a port was taken before it could bind; trying others", s.name)
+			continue
+		}
+		t.Fatalf("%v; its log ends:\n%s", err, log)
 	}
 }
 
@@ -348,6 +382,10 @@ func missingTool(t testing.TB, msg string) {
 
 // errNotYet is a probe's answer while the server is starting.
 var errNotYet = errors.New("not answering yet")
+
+// startLimit bounds a private broker's start (RabbitMQ boots in 5-10 s on a
+// quiet 2-core machine, several times that on a busy one).
+const startLimit = 120 * time.Second
 
 // sysProcAttr runs a command as acct.
 func sysProcAttr(acct runAs) *syscall.SysProcAttr {
