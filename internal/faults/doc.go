@@ -30,7 +30,7 @@
 //	go test -race -run 'TestWorkerCrash/redis' ./internal/faults
 //	go test -race -run 'TestBrokerCrash/rabbitmq' -v ./internal/faults   # -v prints the figures
 //
-// The whole package takes about a minute and a half on a 2-core machine.
+// The whole package takes about a minute on a 2-core machine.
 // Each run logs its random seed; FILA_FAULTS_SEED=N replays the kill moments
 // and victims (not the processes' own timing). As everywhere in Fila's tests,
 // a missing server or program skips a test, and fails it when CI is set.
