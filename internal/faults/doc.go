@@ -1,0 +1,83 @@
+// Package faults holds Fila's process-level fault tests. They prove, against
+// real brokers and with real SIGKILLs, that a crash loses no message and that
+// the duplicates it causes stay within what the crash explains:
+//
+//   - TestWorkerCrash, on PostgreSQL, Redis and RabbitMQ (the test servers
+//     of internal/testenv): 10,000 messages, 4 worker processes (the test
+//     binary started again as a fila.Client with a worker.Worker), 5 SIGKILLs
+//     of a random busy worker at random points of progress, each killed
+//     worker restarted at once. Every message is handled (0 lost), the queue
+//     is empty at the end, and every message delivered more than once was in
+//     flight in a killed process (received by a handler there and not acked)
+//     as many times as it was delivered again; so duplicates never exceed
+//     the messages in flight at the kills.
+//   - TestBrokerCrash: a private broker on its own port and data directory
+//     (redis-server with appendonly yes and appendfsync always; an initdb'd
+//     PostgreSQL cluster; a second RabbitMQ node with its own node name,
+//     ports and mnesia directory), a producer and a worker on one
+//     fila.Client, the broker killed with SIGKILL mid-run and started again
+//     on the same port and data. Every message whose Enqueue returned nil is
+//     handled (the producer retries failed enqueues, so duplicates are
+//     allowed), and the same producer and worker enqueue, handle and ack
+//     again within 5 s of the broker answering.
+//   - TestAnalyze: the ledger accounting on hand-written ledgers, including
+//     the duplicates it must refuse.
+//
+// Run one case (each needs its broker; the broker-crash tests need the
+// server programs, which scripts/services installs):
+//
+//	eval "$(scripts/services)"
+//	go test -race -run 'TestWorkerCrash/redis' ./internal/faults
+//	go test -race -run 'TestBrokerCrash/rabbitmq' -v ./internal/faults   # -v prints the figures
+//
+// The whole package takes about a minute on a 2-core machine.
+// Each run logs its random seed; FILA_FAULTS_SEED=N replays the kill moments
+// and victims (not the processes' own timing). As everywhere in Fila's tests,
+// a missing server or program skips a test, and fails it when CI is set.
+//
+// # Ledgers
+//
+// Each worker process appends to its own ledger file, one write(2) per line
+// on a file opened with O_APPEND, so a line whose write returned survives a
+// SIGKILL (the kernel holds it; fsync would only matter for a machine
+// crash):
+//
+//	R <id> <seq> <attempt>   a handler received the message (its first act)
+//	H <id> <seq>             the handler succeeded (before the ack call)
+//	A <id> <unix ns>         the ack is stored (the worker's OnJobEnd)
+//	X <id> <outcome>         the job ended another way (lease lost, ...)
+//
+// A message's identity is its sequence number (the body). A message is in
+// flight at a kill when the killed process's ledger has its R line and no A
+// line. Messages a killed process had received from the broker but never
+// handed to a handler (a client-side buffer, a batch not yet started) are
+// not in flight: if they come back twice, that is a defect the test
+// reports, naming the message and the processes that received it.
+//
+// RabbitMQ acks are basic.ack frames the broker never answers: a process
+// killed just after writing one can die before the broker has read it (the
+// kernel resets the connection), and the message comes back although Ack
+// returned nil. On RabbitMQ only, messages acked less than a second before a
+// kill therefore count as in flight too (the figures show them as +N).
+//
+// # Private brokers
+//
+// Private instances listen on free ports on 127.0.0.1 and live in fresh
+// directories under the system temp directory, removed at the end. A
+// PostgreSQL cluster and a RabbitMQ node run as the postgres and rabbitmq
+// users when the test runs as root (the RabbitMQ node shares the machine's
+// epmd and, as that user, its Erlang cookie, so `rabbitmqctl -n NODE`
+// reaches it). A kill SIGKILLs the broker process (for RabbitMQ the
+// beam.smp the start script runs) and every process it started, found by
+// walking /proc from the process the test started; nothing else on the
+// machine is ever signalled.
+//
+// Two settings are the brokers' limits, not Fila's. RabbitMQ 3.10 saves the
+// quorum queues' Raft directory and metadata (dets tables) every 500 ms and
+// 5 s: a node killed sooner after a queue's declaration brings that queue
+// back as a leaderless empty follower on which every publish and consume
+// hangs, so the broker-crash test kills the node only once its queue is 6 s
+// old. And the RabbitMQ driver redials with a backoff capped by
+// fila_reconnect_max (default 5s), which alone can take the first call past
+// 5 s after the node answers; the test sets 2s.
+package faults
