@@ -35,6 +35,15 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		return backend.Stats{}, err
 	}
 	p := d.existingPuller(queue)
+	if p != nil {
+		// A message the broker handed to this instance's consumer but that
+		// has not arrived yet is counted nowhere (a quorum queue sends it
+		// after taking it off its ready count). With no Receive waiting, the
+		// consumer is cancelled first: once the cancel completes, every
+		// message it was given is in the buffer. The next Receive starts a
+		// new consumer.
+		p.stopIdleConsumer(p.current())
+	}
 	for try := 0; ; try++ {
 		// The broker's counts and this instance's buffer are read at
 		// different moments; a message pushed in between would be counted

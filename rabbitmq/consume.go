@@ -26,8 +26,8 @@ import (
 // credit is used up by leases is replaced by a fresh one (the old one is
 // cancelled; its deliveries stay ackable on the channel). When messages sit
 // in the buffer with no Receive waiting for Options.BufferIdle they are
-// given back (republished with their attempt count, then acked), so an idle
-// client does not sit on messages other consumers could take.
+// given back (basic.nack with requeue, after the consumer is cancelled), so
+// an idle client does not sit on messages other consumers could take.
 type puller struct {
 	d     *Driver
 	queue string
@@ -630,6 +630,45 @@ func (p *puller) park(cs *chanState) {
 	}
 	p.mu.Unlock()
 	p.giveBack(cs, items)
+}
+
+// settleIdle is how long no Receive must have waited on a puller before a
+// settlement cancels its consumer (see quiesce). A loop that receives again
+// within it (a worker whose handlers are quicker) keeps its consumer.
+const settleIdle = 50 * time.Millisecond
+
+// quiesce cancels the puller's consumer before a settlement frees credit on
+// it, when no Receive waits and none has for settleIdle: the broker would
+// fill the freed credit with a message nobody asked for, which would have to
+// be given back (and RabbitMQ before 4.3 counts a give-back as a delivery).
+// While every credit is held by leases nothing is on its way, so the cancel
+// brings nothing in; the next Receive starts a new consumer.
+func (p *puller) quiesce() {
+	p.mu.Lock()
+	cs := p.cs
+	need := cs != nil && cs.cons != nil && p.waiters == 0 && !p.parking &&
+		!p.noWaiterSince.IsZero() && time.Since(p.noWaiterSince) >= settleIdle
+	p.mu.Unlock()
+	if need {
+		p.stopIdleConsumer(cs)
+	}
+}
+
+// stopIdleConsumer cancels cs's consumer unless a Receive waits on it. When
+// it returns, every message the broker gave the consumer is in the buffer or
+// leased: none is on its way.
+func (p *puller) stopIdleConsumer(cs *chanState) {
+	if cs == nil {
+		return
+	}
+	p.ensureMu.Lock()
+	defer p.ensureMu.Unlock()
+	p.mu.Lock()
+	still := p.cs == cs && cs.cons != nil && p.waiters == 0
+	p.mu.Unlock()
+	if still {
+		p.stopConsumer(cs)
+	}
 }
 
 // stopConsumer cancels cs's consumer and waits until its pushed deliveries

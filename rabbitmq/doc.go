@@ -9,7 +9,7 @@
 //
 // Parameters starting with "fila_" configure the driver: fila_prefix (name
 // prefix, default "fila"), fila_prefetch (consumer prefetch cap, default
-// 250), fila_buffer_idle (default 150ms), fila_reconnect_max (default 5s),
+// 250), fila_buffer_idle (default 1s), fila_reconnect_max (default 2s),
 // fila_reconnect_wait (default 5s) and fila_connection_name (default
 // "fila"); see [Options]. amqp091-go's own
 // parameters (heartbeat, connection_timeout, channel_max, auth_mechanism,
@@ -87,8 +87,12 @@
 // when it is finally handed out, as it does when a client crashes or closes
 // while holding it buffered. Give-backs are rare by design: the buffer only
 // holds what a waiting Receive asked for, so it takes a Receive that gave
-// up (its context ended) just as its messages arrived, or a Close. RabbitMQ
-// 4.3 and later do not count a nack, so there the count is exact.
+// up (its context ended) just as its messages arrived, a client that stops
+// receiving for longer than fila_buffer_idle, or a Close. A settlement that
+// would free credit on a consumer no Receive has waited on for 50ms cancels
+// the consumer first, so the broker does not refill it behind a client that
+// stopped receiving (a loop that receives again sooner keeps its consumer).
+// RabbitMQ 4.3 and later do not count a nack, so there the count is exact.
 //
 // A lease whose deadline passes unsettled is rejected with requeue
 // (basic.reject, which every RabbitMQ version counts as a failed delivery)
@@ -161,7 +165,9 @@
 // ready count plus this instance's buffered messages, Delayed counts the
 // delay queues this instance published to, Leased is this instance's
 // leases, Dead is the dead queue's count; they are exact on a quiescent
-// queue used by one instance. The age of the oldest ready message and dead
+// queue used by one instance. With no Receive waiting, QueueStats cancels
+// this instance's consumer of the queue first, so no message is on its way
+// to it (counted nowhere) while the counts are read. The age of the oldest ready message and dead
 // letters by kind are not reported.
 //
 // Moving a queue to another broker (backend.DelayedReceiver,

@@ -27,8 +27,8 @@ func init() {
 const (
 	DefaultPrefix        = "fila"
 	DefaultMaxPrefetch   = 250
-	DefaultBufferIdle    = 150 * time.Millisecond
-	DefaultReconnectMax  = 5 * time.Second
+	DefaultBufferIdle    = time.Second
+	DefaultReconnectMax  = 2 * time.Second
 	DefaultReconnectWait = 5 * time.Second
 )
 
@@ -47,17 +47,19 @@ type Options struct {
 	Prefix string
 	// MaxPrefetch caps the prefetch (basic.qos) of the driver's consumers
 	// (default 250, at most 65535). The prefetch follows demand: a consumer
-	// is started with the sum of the Max of the Receive calls waiting (twice
-	// that when it is 10 or more), up to this cap. URL parameter
-	// fila_prefetch.
+	// is started with the sum of the Max of the Receive calls waiting, up to
+	// this cap. URL parameter fila_prefetch.
 	MaxPrefetch int
 	// BufferIdle is how long messages the broker pushed to this client may
 	// wait in its buffer with no Receive waiting before the driver gives them
-	// back to the queue for other consumers (default 150ms). URL parameter
+	// back to the queue for other consumers (default 1s). A give-back counts
+	// as a delivery on RabbitMQ before 4.3, so a short BufferIdle on a busy
+	// machine (where a Receive can come late) costs attempts. URL parameter
 	// fila_buffer_idle.
 	BufferIdle time.Duration
 	// ReconnectMax caps the backoff between reconnection attempts (default
-	// 5s; the first retry is after 100ms). URL parameter fila_reconnect_max.
+	// 2s, so calls resume within about 2s of the broker answering again;
+	// the first retry is after 100ms). URL parameter fila_reconnect_max.
 	ReconnectMax time.Duration
 	// ReconnectWait is how long a call made while the connection is down
 	// waits for the reconnection before failing with fila.ErrUnavailable (default
