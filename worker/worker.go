@@ -22,7 +22,7 @@ const settleTimeout = 10 * time.Second
 // receiveRetryMin, doubling up to receiveRetryMax.
 const (
 	receiveRetryMin = 100 * time.Millisecond
-	receiveRetryMax = 5 * time.Second
+	receiveRetryMax = 2 * time.Second
 )
 
 // Worker receives messages from its queues and runs the handler registered

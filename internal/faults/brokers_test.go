@@ -161,13 +161,7 @@ func rabbitNode(t *testing.T, script string, acct runAs, amqpPort, distPort int)
 	s := &server{
 		t: t, name: "rabbitmq " + node, dir: dir, logPath: filepath.Join(dir, "server.log"), cred: acct.cred,
 		argv: []string{script}, env: env, killFirst: "beam.smp",
-		// The driver redials with a backoff doubling up to
-		// fila_reconnect_max (default 5s): after a restart that takes
-		// seconds, the default lets the first call succeed up to 5s plus
-		// a dial after the broker answers, which misses the 5s recovery
-		// bound now and then. 2s keeps the test about the driver's
-		// recovery, not about its backoff cap.
-		url: amqpURL + "?fila_reconnect_max=2s",
+		url: amqpURL,
 		// RabbitMQ 3.10 keeps the quorum queue directory (queue name to
 		// Raft log, names.dets) and Raft metadata (term, vote: meta.dets)
 		// in dets tables saved every 500 ms and 5 s: a node killed sooner

@@ -77,7 +77,5 @@
 // 5 s: a node killed sooner after a queue's declaration brings that queue
 // back as a leaderless empty follower on which every publish and consume
 // hangs, so the broker-crash test kills the node only once its queue is 6 s
-// old. And the RabbitMQ driver redials with a backoff capped by
-// fila_reconnect_max (default 5s), which alone can take the first call past
-// 5 s after the node answers; the test sets 2s.
+// old.
 package faults
