@@ -352,26 +352,21 @@ func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 	// Whatever happens below, nothing cached about the queue can be trusted
 	// any more: dropping it costs at most a declaration.
 	defer d.broadcastDeleted(queue, n)
-	known := map[int64]bool{}
-	var del []string
-	for _, ms := range d.buckets(queue) {
-		known[ms] = true
-		del = append(del, n.delay(ms))
-	}
-	dqs, err := s.probeDelays(ctx, n)
-	if err != nil {
-		return err
-	}
-	for _, dq := range dqs {
-		if !known[dq.ms] {
-			del = append(del, n.delay(dq.ms))
-		}
-	}
-	// Delay queues first: their messages dead-letter into the main queue,
+	// Every possible delay queue name is deleted, whoever created it:
+	// queue.delete of a queue that does not exist succeeds, so the names
+	// go out without waiting for each reply, on one channel (a passive
+	// probe of each name would cost a channel per missing queue). Delay
+	// queues go first: their messages dead-letter into the main queue,
 	// which must not be declared again meanwhile and catch them.
-	del = append(del, n.main, n.dead)
+	buckets := allBuckets()
 	err = s.withCtl(ctx, func(ch *amqp.Channel) error {
-		for _, name := range del {
+		for _, ms := range buckets {
+			if _, err := ch.QueueDelete(n.delay(ms), false, false, true); err != nil {
+				return err
+			}
+		}
+		// The first reply waited for comes after every delete above.
+		for _, name := range []string{n.main, n.dead} {
 			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
 				return err
 			}
