@@ -35,24 +35,35 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		return backend.Stats{}, err
 	}
 	p := d.existingPuller(queue)
+	var cs *chanState
 	if p != nil {
-		// A message the broker handed to this instance's consumer but that
-		// has not arrived yet is counted nowhere (a quorum queue sends it
-		// after taking it off its ready count). With no Receive waiting, the
-		// consumer is cancelled first: once the cancel completes, every
-		// message it was given is in the buffer. The next Receive starts a
-		// new consumer.
+		// With no Receive waiting, a full consumer is cancelled first (that
+		// strands nothing; see fullLocked), so nothing more comes to it while
+		// the counts are read. The next Receive starts a new consumer.
 		p.stopIdleConsumer(p.current())
+		cs = p.current()
 	}
 	for try := 0; ; try++ {
 		// The broker's counts and this instance's buffer are read at
-		// different moments; a message pushed in between would be counted
-		// twice or not at all. Read again until no delivery arrived meanwhile.
-		cs, seen := p.snapshot()
+		// different moments. A message the queue handed to this instance's
+		// consumer before the count but that has not arrived yet would be
+		// counted nowhere; one handed over after the count would be counted
+		// twice once it arrives. Barriers on the consumer's channel before
+		// and after the count (see barrier) tell: when no delivery arrived
+		// between them, the buffer read after the first matches the count.
+		var seen uint64
 		var st backend.Stats
-		if st.Ready, err = s.count(ctx, n.main); err != nil {
+		if cs != nil {
+			if seen, err = p.barrier(ctx, s, cs); err != nil {
+				return backend.Stats{}, err
+			}
+			p.countOwn(&st, cs)
+		}
+		var c int64
+		if c, err = s.count(ctx, n.main); err != nil {
 			return backend.Stats{}, err
 		}
+		st.Ready += c
 		if st.Dead, err = s.count(ctx, n.dead); err != nil {
 			return backend.Stats{}, err
 		}
@@ -66,35 +77,77 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		if cs == nil {
 			return st, nil
 		}
-		// A synchronous round trip on the consumer's channel lets deliveries
-		// the broker already made arrive.
-		_ = cs.call(func() error { return cs.ch.Qos(1, 0, false) })
-		if p.countOwn(&st, cs, seen) || try >= 4 {
+		after, err := p.barrier(ctx, s, cs)
+		if err != nil {
+			return backend.Stats{}, err
+		}
+		if after == seen+1 || try >= 4 { // only the second barrier's own get
 			return st, nil
 		}
 	}
 }
 
-// snapshot returns the puller's channel and how many deliveries it had.
-func (p *puller) snapshot() (*chanState, uint64) {
-	if p == nil {
-		return nil, 0
+// barrierWait bounds how long a barrier waits for deliveries it knows were
+// sent: a delivery amqp091 dropped (for a consumer cancelled with credit
+// left, which this driver avoids) never arrives.
+const barrierWait = 2 * time.Second
+
+// barrier returns, once every delivery the broker sent on cs before it had
+// arrived in the buffer, how many deliveries cs has received. It publishes
+// a marker message to the session's marker queue and takes it with
+// basic.get on cs: delivery tags count every delivery and get of a channel,
+// so the marker's tag T says the channel's deliveries are 1..T, and the
+// barrier waits until T of them were received. (A synchronous round trip
+// alone is not enough: amqp091 queues a delivery internally before the
+// driver's consumer goroutine gets it.)
+func (p *puller) barrier(ctx context.Context, s *session, cs *chanState) (uint64, error) {
+	marker, err := s.markerQueue(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.publish(ctx, []pubItem{{key: marker, msg: amqp.Publishing{}}}); err != nil {
+		return 0, mapErr(ctx, "publish a stats marker", err)
+	}
+	var dv amqp.Delivery
+	var ok bool
+	if err := cs.call(func() error {
+		var err error
+		dv, ok, err = cs.ch.Get(marker, true)
+		return err
+	}); err != nil {
+		return 0, mapErr(ctx, "take a stats marker", err)
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cs == nil {
-		return nil, 0
+	if ok {
+		cs.seen++
+		cs.maxTag = max(cs.maxTag, dv.DeliveryTag)
 	}
-	return p.cs, p.cs.seen
+	p.mu.Unlock()
+	timeout := time.NewTimer(barrierWait)
+	defer timeout.Stop()
+	for {
+		p.mu.Lock()
+		seen, wake, gone := cs.seen, p.wake, p.cs != cs
+		p.mu.Unlock()
+		if !ok || gone || seen >= dv.DeliveryTag {
+			return seen, nil
+		}
+		select {
+		case <-wake:
+		case <-timeout.C:
+			return seen, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
-// countOwn adds the puller's buffered (ready) and leased messages to st,
-// unless deliveries arrived since the snapshot; it reports whether it did.
-func (p *puller) countOwn(st *backend.Stats, cs *chanState, seen uint64) bool {
+// countOwn adds the puller's buffered (ready) and leased messages to st.
+func (p *puller) countOwn(st *backend.Stats, cs *chanState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cs != cs || cs.seen != seen {
-		return false
+	if p.cs != cs {
+		return
 	}
 	for _, e := range cs.entries {
 		switch {
@@ -104,7 +157,6 @@ func (p *puller) countOwn(st *backend.Stats, cs *chanState, seen uint64) bool {
 			st.Ready++
 		}
 	}
-	return true
 }
 
 // count returns a queue's ready message count, 0 when it does not exist.

@@ -546,18 +546,17 @@ func (cs *chanState) ackLocked(tags []uint64) error {
 	return nil
 }
 
-// tick expires leases past their deadline and parks an idle consumer. An
+// tick expires leases past their deadline and parks an idle puller. An
 // expired lease is basic.reject with requeue: the delivery failed, and the
 // quorum queue counts it (every RabbitMQ version counts a reject; 4.3 and
-// later no longer count a basic.nack). While a Receive waits, the rejects
-// go out at once (a requeued message may come straight back to it). With
-// none waiting they go out from park, after the consumer is cancelled:
-// otherwise the freed credit would bring the messages straight back into
-// this buffer, where nobody wants them.
+// later no longer count a basic.nack). With no Receive waiting and a
+// consumer that can be cancelled (see fullLocked), the rejects go out from
+// park after the cancel: otherwise the freed credit would bring the
+// messages straight back into this buffer, where nobody wants them.
 //
 // A puller is parked when no Receive has waited for Options.BufferIdle and
-// it holds buffered messages or a consumer with credit left (which the
-// broker would fill with messages nobody asked for).
+// it holds buffered messages that can be given back: its consumer can be
+// cancelled first, or is gone.
 func (p *puller) tick(now time.Time) {
 	p.mu.Lock()
 	cs := p.cs
@@ -565,10 +564,11 @@ func (p *puller) tick(now time.Time) {
 		p.mu.Unlock()
 		return
 	}
+	cancellable := p.waiters == 0 && cs.fullLocked()
 	expired := false
 	for _, e := range cs.entries {
 		if e.leased && !e.busy && now.After(e.deadline) {
-			if p.waiters == 0 && cs.cons != nil {
+			if cancellable {
 				expired = true
 				continue
 			}
@@ -577,8 +577,8 @@ func (p *puller) tick(now time.Time) {
 		}
 	}
 	idle := p.waiters == 0 && !p.noWaiterSince.IsZero() && now.Sub(p.noWaiterSince) >= p.d.opts.BufferIdle
-	spare := cs.cons != nil && cs.cons.outstanding < cs.cons.prefetch
-	park := !p.parking && (expired || idle && (len(cs.buf) > 0 || spare))
+	givable := len(cs.buf) > 0 && (cs.cons == nil || cs.fullLocked())
+	park := !p.parking && (expired || idle && givable)
 	if park {
 		p.parking = true
 	}
@@ -592,11 +592,21 @@ func (p *puller) tick(now time.Time) {
 	}
 }
 
-// park cancels the consumer of a puller nobody waits on, then rejects its
-// expired leases and gives its buffered messages back to the queue.
-// Cancelling first keeps the broker from pushing them (or others) straight
-// back; messages on their way land in the buffer before the cancel
-// completes and are given back with the rest. The next Receive starts a
+// fullLocked reports whether cs has a consumer holding as many unsettled
+// deliveries as its prefetch: the broker has nothing on its way to it, so
+// cancelling it strands nothing. (A quorum queue in RabbitMQ 3.10 can send
+// deliveries it handed to a consumer after the cancel-ok, and amqp091 drops
+// deliveries for a cancelled consumer: they would stay unacknowledged on the
+// channel, seen by nobody, until the channel closes.) A consumer with spare
+// credit is never cancelled while no Receive waits.
+func (cs *chanState) fullLocked() bool {
+	return cs.cons != nil && cs.cons.outstanding >= cs.cons.prefetch
+}
+
+// park cancels the consumer of a puller nobody waits on (when that strands
+// nothing, see fullLocked), then rejects its expired leases and gives its
+// buffered messages back to the queue. Cancelling first keeps the broker
+// from pushing them (or others) straight back. The next Receive starts a
 // new consumer.
 func (p *puller) park(cs *chanState) {
 	defer func() {
@@ -607,9 +617,9 @@ func (p *puller) park(cs *chanState) {
 	p.ensureMu.Lock()
 	defer p.ensureMu.Unlock()
 	p.mu.Lock()
-	waiting := p.waiters > 0
+	stop := p.waiters == 0 && cs.fullLocked()
 	p.mu.Unlock()
-	if !waiting {
+	if stop {
 		p.stopConsumer(cs)
 	}
 	p.mu.Lock()
@@ -625,7 +635,7 @@ func (p *puller) park(cs *chanState) {
 		}
 	}
 	var items []*entry
-	if p.waiters == 0 {
+	if p.waiters == 0 && cs.cons == nil {
 		items = p.detachBufferLocked(cs)
 	}
 	p.mu.Unlock()
@@ -641,12 +651,12 @@ const settleIdle = 50 * time.Millisecond
 // it, when no Receive waits and none has for settleIdle: the broker would
 // fill the freed credit with a message nobody asked for, which would have to
 // be given back (and RabbitMQ before 4.3 counts a give-back as a delivery).
-// While every credit is held by leases nothing is on its way, so the cancel
-// brings nothing in; the next Receive starts a new consumer.
+// Only a full consumer is cancelled (see fullLocked); the next Receive
+// starts a new one.
 func (p *puller) quiesce() {
 	p.mu.Lock()
 	cs := p.cs
-	need := cs != nil && cs.cons != nil && p.waiters == 0 && !p.parking &&
+	need := cs != nil && p.waiters == 0 && !p.parking && cs.fullLocked() &&
 		!p.noWaiterSince.IsZero() && time.Since(p.noWaiterSince) >= settleIdle
 	p.mu.Unlock()
 	if need {
@@ -654,9 +664,9 @@ func (p *puller) quiesce() {
 	}
 }
 
-// stopIdleConsumer cancels cs's consumer unless a Receive waits on it. When
-// it returns, every message the broker gave the consumer is in the buffer or
-// leased: none is on its way.
+// stopIdleConsumer cancels cs's consumer if no Receive waits on it and it is
+// full (see fullLocked). When it did, every message the broker gave the
+// consumer is in the buffer or leased: none is on its way.
 func (p *puller) stopIdleConsumer(cs *chanState) {
 	if cs == nil {
 		return
@@ -664,7 +674,7 @@ func (p *puller) stopIdleConsumer(cs *chanState) {
 	p.ensureMu.Lock()
 	defer p.ensureMu.Unlock()
 	p.mu.Lock()
-	still := p.cs == cs && cs.cons != nil && p.waiters == 0
+	still := p.cs == cs && p.waiters == 0 && cs.fullLocked()
 	p.mu.Unlock()
 	if still {
 		p.stopConsumer(cs)

@@ -74,14 +74,18 @@
 // fill its batch. Pushed messages wait in a client-side buffer and a
 // message's lease starts when a Receive hands it out.
 //
-// When no Receive has waited for fila_buffer_idle, the consumer is
-// cancelled (if it holds buffered messages or has credit the broker could
-// fill) and the buffered messages are given back to the queue with
-// basic.nack and requeue, so an idle client does not hold messages that
-// other consumers could take (visibility holds regardless: buffered
-// messages are invisible to others, and a closed or crashed client's
-// messages return to the queue). A give-back is one frame per message, so a
-// crash at any moment leaves each message in the broker exactly once. The
+// When no Receive has waited for fila_buffer_idle, buffered messages are
+// given back to the queue with basic.nack and requeue, after the consumer
+// is cancelled, so an idle client does not hold messages that other
+// consumers could take (visibility holds regardless: buffered messages are
+// invisible to others, and a closed or crashed client's messages return to
+// the queue). A consumer is only cancelled while it holds as many messages
+// as its prefetch: a RabbitMQ 3.10 quorum queue can send a message it
+// handed to a consumer after confirming the cancel, and amqp091 drops it,
+// leaving it unacknowledged and unseen until the channel closes. A consumer
+// with credit left keeps its buffered messages until a Receive takes them
+// or the buffer fills its credit. A give-back is one frame per message, so
+// a crash at any moment leaves each message in the broker exactly once. The
 // price, on RabbitMQ before 4.3, is that the quorum queue counts the nack
 // as a delivery: a message given back shows one more attempt per give-back
 // when it is finally handed out, as it does when a client crashes or closes
@@ -89,10 +93,11 @@
 // holds what a waiting Receive asked for, so it takes a Receive that gave
 // up (its context ended) just as its messages arrived, a client that stops
 // receiving for longer than fila_buffer_idle, or a Close. A settlement that
-// would free credit on a consumer no Receive has waited on for 50ms cancels
-// the consumer first, so the broker does not refill it behind a client that
-// stopped receiving (a loop that receives again sooner keeps its consumer).
-// RabbitMQ 4.3 and later do not count a nack, so there the count is exact.
+// would free credit on a full consumer no Receive has waited on for 50ms
+// cancels the consumer first, so the broker does not refill it behind a
+// client that stopped receiving (a loop that receives again sooner keeps
+// its consumer). RabbitMQ 4.3 and later do not count a nack, so there the
+// count is exact.
 //
 // A lease whose deadline passes unsettled is rejected with requeue
 // (basic.reject, which every RabbitMQ version counts as a failed delivery)
@@ -166,8 +171,10 @@
 // delay queues this instance published to, Leased is this instance's
 // leases, Dead is the dead queue's count; they are exact on a quiescent
 // queue used by one instance. With no Receive waiting, QueueStats cancels
-// this instance's consumer of the queue first, so no message is on its way
-// to it (counted nowhere) while the counts are read. The age of the oldest ready message and dead
+// this instance's consumer of the queue first when that is safe (it holds
+// as many messages as its prefetch), so no message is on its way to it
+// (counted nowhere) while the counts are read; otherwise a synchronous
+// round trip on its channel lets the deliveries already made arrive. The age of the oldest ready message and dead
 // letters by kind are not reported.
 //
 // Moving a queue to another broker (backend.DelayedReceiver,

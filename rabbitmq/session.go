@@ -37,6 +37,9 @@ type session struct {
 	declMu   sync.Mutex
 	declared map[string]*declCall // main topology, per Fila queue
 	delays   map[string]time.Time // delay queue name -> when last declared
+
+	markerMu sync.Mutex
+	marker   string // the stats barrier's queue, once declared
 }
 
 type declCall struct {
@@ -148,6 +151,27 @@ func (s *session) withCtl(ctx context.Context, fn func(ch *amqp.Channel) error) 
 		s.ctl = ch
 	}
 	return fn(s.ctl)
+}
+
+// markerQueue returns the name of the connection's marker queue for stats
+// barriers (see puller.barrier): a server-named, exclusive classic queue
+// that disappears with the connection, declared on first use.
+func (s *session) markerQueue(ctx context.Context) (string, error) {
+	s.markerMu.Lock()
+	defer s.markerMu.Unlock()
+	if s.marker != "" {
+		return s.marker, nil
+	}
+	err := s.withCtl(ctx, func(ch *amqp.Channel) error {
+		q, err := ch.QueueDeclare("", false, false, true, false, nil)
+		s.marker = q.Name
+		return err
+	})
+	if err != nil {
+		s.marker = ""
+		return "", mapErr(ctx, "declare the stats marker queue", err)
+	}
+	return s.marker, nil
 }
 
 // declare makes sure queue's topology exists, once per connection.
