@@ -46,18 +46,21 @@ const (
 	// FeatureQueueDelete: QueueDelete removes a queue with everything in it
 	// (backend.QueueDeleter).
 	FeatureQueueDelete Feature = "queue-delete"
-	// FeatureLargeMessages: a message of fila.MaxBodyBytes and a batch of
-	// fila.MaxBatchBytes are stored and delivered within the suite's time.
-	// Every broker Fila supports carries them; a harness declares this
-	// missing only for a stand-in server too slow to move tens of MiB.
-	FeatureLargeMessages Feature = "large-messages"
+	// FeatureBulkLimits: the largest message and batches the limits allow
+	// (a body of fila.MaxBodyBytes, a batch of fila.MaxBatchBytes, a batch
+	// of fila.MaxBatch messages) are stored and delivered within the
+	// suite's time. Every broker Fila supports carries them; a harness
+	// declares this missing only for a stand-in server too slow to move
+	// them while the other tests run. One past each limit is checked
+	// either way.
+	FeatureBulkLimits Feature = "bulk-limits"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
 var AllFeatures = []Feature{
 	FeatureDedup, FeatureDeadLetters, FeatureStats, FeatureOldestReady, FeatureDeadByKind,
 	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
-	FeatureQueueList, FeatureQueueDelete, FeatureLargeMessages,
+	FeatureQueueList, FeatureQueueDelete, FeatureBulkLimits,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.

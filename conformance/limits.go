@@ -77,7 +77,7 @@ func (s *suite) testLimits(t *testing.T) {
 			fila.Message{Kind: "k", MaxAttempts: fila.MaxAttemptsLimit},
 			fila.Message{Kind: "k", MaxAttempts: fila.MaxAttemptsLimit + 1}, fila.ErrInvalid},
 	}
-	if s.has(FeatureLargeMessages) {
+	if s.has(FeatureBulkLimits) {
 		cases = append(cases, limitCase{"body of MaxBodyBytes bytes (the largest WithMaxBodyBytes allows)", c,
 			fila.Message{Kind: "k", Body: allBytes(fila.MaxBodyBytes)},
 			fila.Message{Kind: "k", Body: allBytes(fila.MaxBodyBytes + 1)}, fila.ErrTooLarge})
@@ -143,17 +143,19 @@ func (s *suite) limitsOfBatches(t *testing.T, ctx context.Context, c *fila.Clien
 	if _, err := c.EnqueueBatch(ctx, q, msgs); !errors.Is(err, fila.ErrInvalid) {
 		t.Errorf("EnqueueBatch of MaxBatch+1 messages: want ErrInvalid, got %v", err)
 	}
-	ids, err := c.EnqueueBatch(ctx, q, msgs[:fila.MaxBatch])
-	if err != nil || len(ids) != fila.MaxBatch {
-		t.Errorf("EnqueueBatch of MaxBatch messages: %d ids, %v", len(ids), err)
-	}
-	if s.has(FeatureStats) {
-		if st, err := c.QueueStats(ctx, q); err != nil || st.Ready != int64(len(ids)) {
-			t.Errorf("stats after a batch of MaxBatch messages: ready %d, %v; want %d", st.Ready, err, len(ids))
+	if s.has(FeatureBulkLimits) {
+		ids, err := c.EnqueueBatch(ctx, q, msgs[:fila.MaxBatch])
+		if err != nil || len(ids) != fila.MaxBatch {
+			t.Errorf("EnqueueBatch of MaxBatch messages: %d ids, %v", len(ids), err)
 		}
-	}
-	if err := c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: true}); err != nil && !errors.Is(err, fila.ErrUnsupported) {
-		t.Errorf("QueueDelete: %v", err)
+		if s.has(FeatureStats) {
+			if st, err := c.QueueStats(ctx, q); err != nil || st.Ready != int64(len(ids)) {
+				t.Errorf("stats after a batch of MaxBatch messages: ready %d, %v; want %d", st.Ready, err, len(ids))
+			}
+		}
+		if err := c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: true}); err != nil && !errors.Is(err, fila.ErrUnsupported) {
+			t.Errorf("QueueDelete: %v", err)
+		}
 	}
 
 	// Bodies of MaxBatchBytes in all: full-size bodies and the rest.
@@ -169,7 +171,7 @@ func (s *suite) limitsOfBatches(t *testing.T, ctx context.Context, c *fila.Clien
 	if _, err := c.EnqueueBatch(ctx, q, over); !errors.Is(err, fila.ErrTooLarge) {
 		t.Errorf("EnqueueBatch of MaxBatchBytes+1 bytes: want ErrTooLarge, got %v", err)
 	}
-	if !s.has(FeatureLargeMessages) {
+	if !s.has(FeatureBulkLimits) {
 		return
 	}
 	bigIDs, err := c.EnqueueBatch(ctx, q, big)
