@@ -1,0 +1,115 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/testenv"
+)
+
+// TestGiveBackPublishesNothing: messages pushed to a client that stopped
+// receiving are given back without copies (a copy published before the
+// original is acked leaves both when the process dies in between): the
+// driver publishes nothing during the give-back, and afterwards the queue
+// holds each message once.
+func TestGiveBackPublishesNothing(t *testing.T) {
+	u, err := url.Parse(testenv.RabbitMQURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("fila_buffer_idle", "50ms")
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := Open(ctx, u, backend.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	queue := fmt.Sprintf("giveback-%d", time.Now().UnixNano())
+	t.Cleanup(func() { _ = d.QueueDelete(context.Background(), queue) })
+
+	enq := func(n int) []string {
+		var ids []string
+		var msgs []backend.Message
+		for i := 0; i < n; i++ {
+			id := fmt.Sprintf("%s-%d-%d", queue, len(ids), time.Now().UnixNano())
+			ids = append(ids, id)
+			msgs = append(msgs, testMsg(id))
+		}
+		if _, err := d.Enqueue(ctx, queue, msgs); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	enq(2)
+	// Receive asks for 5 and gets the 2 there are: its consumer keeps 3
+	// credits while nobody receives.
+	first, err := d.Receive(ctx, queue, backend.ReceiveParams{Max: 5, Lease: time.Minute})
+	if err != nil || len(first) != 2 {
+		t.Fatalf("Receive = %d deliveries, %v; want 2", len(first), err)
+	}
+	later := enq(3) // pushed into the buffer of the client that stopped receiving
+	p := d.existingPuller(queue)
+	published := d.currentSession(t).pub.seq.Load()
+	// The buffer fills the consumer's credit; after fila_buffer_idle the
+	// puller cancels the consumer and gives the three back.
+	waitUntil(t, 10*time.Second, "the buffered messages to be given back", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.cs != nil && p.cs.cons == nil && len(p.cs.buf) == 0 && len(p.cs.entries) == 2
+	})
+	if n := d.currentSession(t).pub.seq.Load() - published; n != 0 {
+		t.Errorf("the give-back published %d messages; want none (copies are not crash-safe)", n)
+	}
+	// Each given-back message comes back once, and nothing else.
+	got := map[string]int{}
+	for len(got) < len(later) {
+		ds, err := d.Receive(ctx, queue, backend.ReceiveParams{Max: 10, Lease: time.Minute})
+		if err != nil {
+			t.Fatalf("Receive after the give-back: %d of %d: %v", len(got), len(later), err)
+		}
+		for _, dl := range ds {
+			got[dl.ID]++
+			// RabbitMQ before 4.3 counts the nack of a give-back as a
+			// delivery; 4.3 and later do not.
+			if dl.Attempt < 1 || dl.Attempt > 2 {
+				t.Errorf("given-back message %s has attempt %d; want 1 or 2", dl.ID, dl.Attempt)
+			}
+		}
+	}
+	for _, id := range later {
+		if got[id] != 1 {
+			t.Errorf("message %s came back %d times, want once", id, got[id])
+		}
+	}
+	if len(got) != len(later) {
+		t.Errorf("after the give-back, %d distinct messages came back; want %d", len(got), len(later))
+	}
+}
+
+// currentSession returns the driver's live connection.
+func (d *Driver) currentSession(t *testing.T) *session {
+	t.Helper()
+	s, err := d.session(context.Background(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
