@@ -99,6 +99,13 @@ type Harness struct {
 	// after an enqueue; default 2s.
 	WakeupBound time.Duration
 
+	// Parallel bounds how many tests run at once; 0 runs them all at once
+	// (they mostly wait on leases and delays). A harness for a server that
+	// serializes its work, such as a stand-in on SQLite, sets a bound so the
+	// suite's own load does not push single operations past its time
+	// bounds.
+	Parallel int
+
 	// QueuePrefix starts every queue name the suite makes (default "conf"),
 	// so leftovers are easy to find. Each test uses fresh, random names.
 	QueuePrefix string

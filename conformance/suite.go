@@ -76,14 +76,23 @@ func Run(t *testing.T, h Harness) {
 		{"QueueListNamesQueues", s.testQueueList},
 		{"QueueDeleteRemovesEverything", s.testQueueDelete},
 	}
-	// The tests mostly wait on leases and delays, so they all run at once:
-	// t.Run from separate goroutines is not bounded by -test.parallel
-	// (GOMAXPROCS, 2 on a small CI machine), which t.Parallel would be.
+	// The tests mostly wait on leases and delays, so they all run at once
+	// (or Harness.Parallel at a time): t.Run from separate goroutines is not
+	// bounded by -test.parallel (GOMAXPROCS, 2 on a small CI machine), which
+	// t.Parallel would be.
 	var wg sync.WaitGroup
+	var slots chan struct{}
+	if h.Parallel > 0 {
+		slots = make(chan struct{}, h.Parallel)
+	}
 	for _, tc := range tests {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if slots != nil {
+				slots <- struct{}{}
+				defer func() { <-slots }()
+			}
 			t.Run(tc.name, tc.fn)
 		}()
 	}
