@@ -3,7 +3,6 @@ package redis_test
 import (
 	"context"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -11,22 +10,15 @@ import (
 
 	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/conformance"
+	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/redis"
 )
 
-// clusterEnv is the variable naming a Redis Cluster for TestConformanceCluster,
-// for example
-// redis://127.0.0.1:7101?fila_mode=cluster&addr=127.0.0.1:7102&addr=127.0.0.1:7103.
-const clusterEnv = "FILA_TEST_REDIS_CLUSTER_URL"
-
-// TestConformanceCluster runs the contract suite against a Redis Cluster, when
-// one is named by FILA_TEST_REDIS_CLUSTER_URL: every script must touch one
-// slot (a CROSSSLOT error would fail it).
+// TestConformanceCluster runs the contract suite against the Redis Cluster
+// named by FILA_TEST_REDIS_CLUSTER_URL (scripts/clusters starts one): every
+// script must touch one slot (a CROSSSLOT error would fail it).
 func TestConformanceCluster(t *testing.T) {
-	raw := os.Getenv(clusterEnv)
-	if raw == "" {
-		t.Skipf("%s is not set (no Redis Cluster to test against)", clusterEnv)
-	}
+	raw := testenv.RedisClusterURL(t)
 	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
