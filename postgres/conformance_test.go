@@ -8,6 +8,7 @@ import (
 
 	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/conformance"
+	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/postgres"
 )
 
@@ -28,14 +29,27 @@ func TestConformanceNoListen(t *testing.T) {
 		"default_query_exec_mode": "simple_protocol"})
 }
 
+// TestConformancePgBouncer runs the suite through PgBouncer in transaction
+// pooling mode (scripts/clusters starts one in front of the test server):
+// polling instead of LISTEN, no prepared statements kept across
+// transactions. The schema is migrated on a direct connection.
+func TestConformancePgBouncer(t *testing.T) {
+	bouncer := testenv.PgBouncerURL(t)
+	runConformanceAt(t, bouncer, map[string]string{"fila_poll_interval": "200ms"})
+}
+
 func runConformance(t *testing.T, params map[string]string) {
+	runConformanceAt(t, testenv.PostgresURL(t), params)
+}
+
+func runConformanceAt(t *testing.T, base string, params map[string]string) {
 	pool := testPool(t)
 	schema := migratedSchema(t, pool)
 	all := map[string]string{"fila_schema": schema, "pool_max_conns": "2"}
 	for k, v := range params {
 		all[k] = v
 	}
-	raw := driverURL(t, all)
+	raw := withParams(t, base, all)
 	conformance.Run(t, conformance.Harness{
 		Open: func(ctx context.Context) (backend.Driver, error) {
 			u, err := url.Parse(raw)

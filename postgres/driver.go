@@ -145,6 +145,11 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 		q:       newStatements(o.Schema),
 		done:    make(chan struct{}),
 	}
+	if d.listen {
+		if err := d.checkListen(ctx); err != nil {
+			return nil, err
+		}
+	}
 	d.waiters.init()
 	d.notifier.init(func(ctx context.Context, queue string) error {
 		_, err := d.pool.Exec(ctx, d.q.notifyAsync, d.q.channel, queue)

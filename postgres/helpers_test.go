@@ -68,7 +68,13 @@ func migratedSchema(t testing.TB, pool *pgxpool.Pool) string {
 // driverURL returns the test server's URL with extra query parameters.
 func driverURL(t testing.TB, params map[string]string) string {
 	t.Helper()
-	u, err := url.Parse(testenv.PostgresURL(t))
+	return withParams(t, testenv.PostgresURL(t), params)
+}
+
+// withParams returns base with extra query parameters.
+func withParams(t testing.TB, base string, params map[string]string) string {
+	t.Helper()
+	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("test URL: %v", err)
 	}

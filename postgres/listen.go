@@ -4,12 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fila-go/fila/backend"
 )
 
 // listenerDownPoll bounds a blocked receive's wait while the LISTEN
@@ -183,4 +186,56 @@ func (d *Driver) runListener(ctx context.Context) {
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// listenCheckWait is how long checkListen waits for its own notification. On
+// a direct connection it arrives in milliseconds.
+const listenCheckWait = 5 * time.Second
+
+// errListenThroughPooler is the error of a driver whose LISTEN cannot work.
+var errListenThroughPooler = backend.Invalidf("postgres: LISTEN does not work through this connection: a notification sent " +
+	"to a listening connection never arrived, as behind a pooler in transaction mode (PgBouncer pool_mode=transaction). " +
+	"Add fila_listen=false to the URL (receivers then poll), connect to the server directly or through a pooler " +
+	"in session mode, or set Options.ListenConfig to a direct connection")
+
+// checkListen proves at open that the LISTEN connection will hear
+// notifications: it listens on a channel of its own on a connection made
+// as the listener's are, sends a notification on it through the pool, and
+// waits for it. Behind a pooler in transaction mode the listening session
+// is handed to other clients after the statement, so the notification
+// never arrives and receivers would only wake by polling, seconds late:
+// Open fails instead, saying what to change.
+func (d *Driver) checkListen(ctx context.Context) error {
+	cfg := d.pool.Config().ConnConfig
+	if d.lconfig != nil {
+		cfg = d.lconfig.Copy()
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return mapErr(ctx, "check LISTEN", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(cctx)
+		cancel()
+	}()
+	channel := "fila_listen_check_" + strconv.FormatUint(rand.Uint64(), 36)
+	if _, err := conn.Exec(ctx, "LISTEN "+quoteIdent(channel)); err != nil {
+		return mapErr(ctx, "check LISTEN", err)
+	}
+	if _, err := d.pool.Exec(ctx, d.q.notify, channel, ""); err != nil {
+		return mapErr(ctx, "check LISTEN", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, listenCheckWait)
+	defer cancel()
+	if _, err := conn.WaitForNotification(wctx); err != nil {
+		if ctx.Err() != nil {
+			return mapErr(ctx, "check LISTEN", ctx.Err())
+		}
+		if wctx.Err() != nil {
+			return errListenThroughPooler
+		}
+		return mapErr(ctx, "check LISTEN", err)
+	}
+	return nil
 }
