@@ -225,7 +225,7 @@ func retryable(err error) bool {
 // start.
 func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
 	k := d.keys(queue)
-	if plainBatch(msgs) {
+	if plainBatch(msgs) && d.o.WaitReplicas == 0 {
 		return d.enqueuePlain(ctx, k, msgs)
 	}
 	args := make([]any, 0, 2+len(msgs)*17)
@@ -245,7 +245,7 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 		}
 		args[at] = n
 	}
-	v, err := scriptEnqueue.Run(ctx, d.c, k.list(), args...).Slice()
+	v, err := d.runDurable(ctx, scriptEnqueue, k, args...).Slice()
 	if err != nil {
 		return nil, d.fail(ctx, err)
 	}

@@ -21,6 +21,8 @@ const (
 	DefaultBlock      = time.Second
 	DefaultSweepEvery = 30 * time.Second
 	DefaultOrphanIdle = 5 * time.Minute
+	// DefaultWaitTimeout is the default of Options.WaitTimeout.
+	DefaultWaitTimeout = time.Second
 	// defaultPromote is how many due delayed messages one receive promotes.
 	defaultPromote = 1000
 	// defaultFastMin is the default of Options.fastMin.
@@ -56,6 +58,17 @@ type Options struct {
 	// CloseClient makes Close close the go-redis client too. New leaves it
 	// false (the caller owns the client); Open sets it.
 	CloseClient bool
+	// WaitReplicas, when positive, makes Enqueue (and DeadImport) return
+	// only once that many replicas of the queue's master acknowledged the
+	// write (Redis WAIT on the same connection). Redis replicates
+	// asynchronously: without it, a message whose Enqueue returned nil can
+	// be lost when its master fails before a replica has it and the replica
+	// takes over. A write that does not reach enough replicas within
+	// WaitTimeout fails with ErrUnavailable (it may still be stored: a retry
+	// may store it twice). Default 0 (no waiting).
+	WaitReplicas int
+	// WaitTimeout bounds WaitReplicas' wait. Default 1s.
+	WaitTimeout time.Duration
 
 	// fastMin is the smallest Max for which Receive may use the fast path
 	// (see fastrecv.go): for one message it gains nothing over the receive
@@ -67,6 +80,12 @@ type Options struct {
 func (o *Options) defaults() error {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
+	}
+	if o.WaitReplicas < 0 {
+		return backend.Invalidf("redis WaitReplicas %d is negative", o.WaitReplicas)
+	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = DefaultWaitTimeout
 	}
 	if strings.ContainsAny(o.Prefix, "{}") {
 		return backend.Invalidf("redis key prefix %q must not contain '{' or '}'", o.Prefix)
@@ -112,6 +131,8 @@ func init() {
 //	fila_block      longest single stream wait of a blocked Receive (default 1s)
 //	fila_sweep      pending-list sweep interval (default 30s, 0 disables)
 //	fila_mode       "single" (default), "cluster" or "sentinel"
+//	fila_wait_replicas  replicas that must acknowledge an enqueue (default 0)
+//	fila_wait_timeout   how long an enqueue waits for them (default 1s)
 //
 // An unknown fila_ parameter is an ErrInvalid error. Every other parameter
 // goes to go-redis: redis.ParseURL in single mode (db, pool_size,
@@ -150,6 +171,8 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 		}
 	}
 	mode := p.String("fila_mode", "single")
+	o.WaitReplicas = p.Int("fila_wait_replicas", 0)
+	o.WaitTimeout = p.Duration("fila_wait_timeout", DefaultWaitTimeout)
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
