@@ -39,6 +39,20 @@ func TestWorkerRabbitMQ(t *testing.T) {
 	runWorkerTests(t, urlOpener(testenv.RabbitMQURL(t), nil))
 }
 
+// The distributed forms scripts/clusters starts.
+
+func TestWorkerRedisCluster(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.RedisClusterURL(t), map[string]string{"fila_block": "100ms", "fila_wait_replicas": "1"}))
+}
+
+func TestWorkerRabbitMQCluster(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.RabbitMQClusterURL(t), nil))
+}
+
+func TestWorkerPgBouncer(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.PgBouncerURL(t), map[string]string{"fila_migrate": "true", "fila_poll_interval": "100ms"}))
+}
+
 func TestWorkerMongo(t *testing.T) {
 	raw := testenv.MongoURL(t)
 	runWorkerTests(t, urlOpener(raw, map[string]string{"fila_database": mongoDatabase(t, raw, "fila_worker")}))
