@@ -153,6 +153,14 @@ func (d *Driver) fail(ctx context.Context, err error) error {
 		return fmt.Errorf("fila/redis: %w: %w", backend.ErrAccessDenied, err)
 	}
 	if retryable(err) {
+		if cc, ok := d.c.(*goredis.ClusterClient); ok {
+			// go-redis reloads a cluster's slot map on MOVED, or every
+			// ClusterStateReloadInterval (60s): after a master's failure
+			// nobody answers MOVED for its slots, and calls would go to the
+			// dead node for a minute. Reloading on each failure (go-redis
+			// coalesces them) finds the promoted replica once it took over.
+			cc.ReloadState(ctx)
+		}
 		return fmt.Errorf("fila/redis: %w: %w", backend.ErrUnavailable, err)
 	}
 	return fmt.Errorf("fila/redis: %w", err)
