@@ -15,7 +15,16 @@ import (
 
 // TestConformance runs the shared suite against the real RabbitMQ.
 func TestConformance(t *testing.T) {
-	raw := testenv.RabbitMQURL(t)
+	runConformance(t, testenv.RabbitMQURL(t))
+}
+
+// TestConformanceCluster runs the suite against the 3-node RabbitMQ cluster
+// scripts/clusters starts, its quorum queues replicated on every node.
+func TestConformanceCluster(t *testing.T) {
+	runConformance(t, testenv.RabbitMQClusterURL(t))
+}
+
+func runConformance(t *testing.T, raw string) {
 	tr := newTracker(t, raw)
 	conformance.Run(t, conformance.Harness{
 		Open: func(ctx context.Context) (backend.Driver, error) { return tr.open(ctx) },

@@ -30,6 +30,8 @@ type Driver struct {
 	nonce string        // tells this instance's receipts from others'
 	scope string        // broker, vhost and prefix: instances that share queues
 	seq   atomic.Uint64 // channel generations and consumer tags
+	// nextNode is the index (in nodeURLs) of the node dialled first.
+	nextNode atomic.Uint32
 
 	mu      sync.Mutex
 	sess    *session      // current connection; nil while reconnecting
@@ -125,18 +127,50 @@ func (d *Driver) DriverName() string { return "rabbitmq" }
 
 // dial opens a connection and starts watching it.
 func (d *Driver) dial() (*session, error) {
-	cfg := d.dialConfig()
-	if cfg.TLSClientConfig != nil {
-		cfg.TLSClientConfig = cfg.TLSClientConfig.Clone()
+	urls := d.nodeURLs()
+	start := int(d.nextNode.Load())
+	var firstErr error
+	for i := range urls {
+		at := (start + i) % len(urls)
+		cfg := d.dialConfig()
+		if cfg.TLSClientConfig != nil {
+			cfg.TLSClientConfig = cfg.TLSClientConfig.Clone()
+		}
+		conn, err := amqp.DialConfig(urls[at], cfg)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		// After this connection is lost, the next node is tried first: the
+		// lost one may have died.
+		d.nextNode.Store(uint32((at + 1) % len(urls)))
+		s := newSession(d, conn)
+		d.wg.Add(1)
+		go s.watch()
+		return s, nil
 	}
-	conn, err := amqp.DialConfig(d.opts.URL, cfg)
+	return nil, firstErr
+}
+
+// nodeURLs returns the URL of every node the driver may connect to: the
+// URL's own host first, then Options.Hosts.
+func (d *Driver) nodeURLs() []string {
+	if len(d.opts.Hosts) == 0 {
+		return []string{d.opts.URL}
+	}
+	u, err := url.Parse(d.opts.URL)
 	if err != nil {
-		return nil, err
+		return []string{d.opts.URL}
 	}
-	s := newSession(d, conn)
-	d.wg.Add(1)
-	go s.watch()
-	return s, nil
+	out := []string{d.opts.URL}
+	for _, h := range d.opts.Hosts {
+		nu := *u
+		nu.Host = h
+		out = append(out, nu.String())
+	}
+	return out
 }
 
 // supervise reconnects with exponential backoff whenever the connection is

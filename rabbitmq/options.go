@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -69,6 +70,13 @@ type Options struct {
 	// ConnectionName is the connection name RabbitMQ shows for this driver's
 	// connections (default "fila"). URL parameter fila_connection_name.
 	ConnectionName string
+	// Hosts are the other nodes of a RabbitMQ cluster, as "host:port": a
+	// connection goes to URL's host first and, when that node does not
+	// answer, to the next of these in turn (same credentials, vhost and
+	// parameters); after a lost connection the driver dials the next node
+	// first, so it moves away from a node that died. URL parameter
+	// fila_hosts, comma-separated.
+	Hosts []string
 	// TLS, when set, is used for amqps URLs instead of the configuration
 	// built from the URL's certfile/keyfile/cacertfile parameters.
 	TLS *tls.Config
@@ -105,6 +113,11 @@ func (o *Options) validate() error {
 	if o.URL == "" {
 		return backend.Invalidf("rabbitmq: Options.URL is empty")
 	}
+	for _, h := range o.Hosts {
+		if _, port, err := net.SplitHostPort(h); err != nil || port == "" {
+			return backend.Invalidf("rabbitmq: host %q of Options.Hosts (fila_hosts): want host:port", h)
+		}
+	}
 	if _, err := amqp.ParseURI(o.URL); err != nil {
 		// amqp091 would refuse it at every dial; it is the URL that is
 		// wrong, not the broker that is away.
@@ -135,7 +148,7 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 // Open opens a driver from an amqp:// or amqps:// URL. Parameters starting
 // with "fila_" configure the driver (fila_prefix, fila_prefetch,
 // fila_buffer_idle, fila_reconnect_max, fila_reconnect_wait,
-// fila_connection_name; see Options);
+// fila_connection_name, fila_hosts; see Options);
 // amqp091-go's own parameters (heartbeat, connection_timeout, channel_max,
 // auth_mechanism, certfile, keyfile, cacertfile,
 // server_name_indication) pass through to it; anything else is ErrInvalid.
@@ -151,6 +164,13 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ *Driver, e
 	o.ReconnectMax = p.Duration("fila_reconnect_max", DefaultReconnectMax)
 	o.ReconnectWait = p.Duration("fila_reconnect_wait", DefaultReconnectWait)
 	o.ConnectionName = p.String("fila_connection_name", "fila")
+	if hosts := p.String("fila_hosts", ""); hosts != "" {
+		for _, h := range strings.Split(hosts, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				o.Hosts = append(o.Hosts, h)
+			}
+		}
+	}
 	for _, name := range amqpParams {
 		p.Has(name)
 	}

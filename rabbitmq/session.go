@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -230,16 +231,35 @@ func (s *session) declareTopology(ctx context.Context, n names) error {
 		if _, err := ch.QueueDeclare(n.dead, true, false, false, false, nil); err != nil {
 			return err
 		}
-		if err := ch.QueueBind(n.dead, "", n.dead, false, nil); err != nil {
-			return err
-		}
-		_, err := ch.QueueDeclare(n.main, true, false, false, false, amqp.Table{
-			"x-queue-type":           "quorum",
-			"x-dead-letter-exchange": n.dead,
-		})
-		return err
+		return ch.QueueBind(n.dead, "", n.dead, false, nil)
 	})
+	if err != nil && homeNodeDown(err) {
+		// The dead-letter queue is a classic queue: it lives on one node of
+		// a cluster. While that node is down it cannot be declared, but it
+		// exists: the main queue (replicated) still works, and dead-lettering
+		// fails, retryably, until the node is back.
+		s.d.log.Warn("rabbitmq: the node holding a dead-letter queue is down; dead-lettering waits for it",
+			slog.String("queue", n.dead), slog.Any("error", err))
+		err = nil
+	}
+	if err == nil {
+		err = s.withCtl(ctx, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(n.main, true, false, false, false, amqp.Table{
+				"x-queue-type":           "quorum",
+				"x-dead-letter-exchange": n.dead,
+			})
+			return err
+		})
+	}
 	return mapErr(ctx, "declare queue "+n.main, err)
+}
+
+// homeNodeDown reports whether err is RabbitMQ refusing an operation on a
+// classic queue whose node is down ("home node ... is down or
+// inaccessible").
+func homeNodeDown(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.NotFound && strings.Contains(ae.Reason, "is down or inaccessible")
 }
 
 // declareDelay makes sure the delay queue of ms exists and returns its name.
@@ -313,6 +333,17 @@ type pubChan struct {
 	returned map[string]string // CorrelationId -> why it was returned
 }
 
+// reset closes the publishing channel; the next publish opens a new one.
+func (p *publisher) reset() {
+	p.mu.Lock()
+	st := p.st
+	p.st = nil
+	p.mu.Unlock()
+	if st != nil {
+		_ = st.ch.Close()
+	}
+}
+
 func (p *publisher) get() (*pubChan, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -375,6 +406,12 @@ func (s *session) publish(ctx context.Context, items []pubItem) error {
 		nacked, err := s.publishOnce(ctx, items)
 		if err != nil || len(nacked) == 0 {
 			return err
+		}
+		if try >= 1 {
+			// A channel that published to a quorum queue while it had no
+			// leader (its node died) can go on being nacked after a new
+			// leader is elected (RabbitMQ 3.10); a fresh channel is not.
+			s.pub.reset()
 		}
 		if try == 6 {
 			return fmt.Errorf("%w: %d of %d messages, %d times", ErrNacked, len(nacked), len(items), try+1)
