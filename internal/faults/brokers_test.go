@@ -159,6 +159,7 @@ func rabbitNode(t *testing.T, script string, acct runAs, amqpPort, distPort int)
 	}
 	amqpURL := fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", amqpPort)
 	s := &server{
+		node: node, amqpAddr: fmt.Sprintf("127.0.0.1:%d", amqpPort),
 		t: t, name: "rabbitmq " + node, dir: dir, logPath: filepath.Join(dir, "server.log"), cred: acct.cred,
 		argv: []string{script}, env: env, killFirst: "beam.smp",
 		url: amqpURL,

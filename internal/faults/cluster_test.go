@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,7 +179,8 @@ type failoverResult struct {
 func runFailover(t *testing.T, url, queue string, kill func()) failoverResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := fila.Open(ctx, url)
+	var logBuf testenvLog
+	c, err := fila.Open(ctx, url, fila.WithLogger(slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -266,7 +269,7 @@ func runFailover(t *testing.T, url, queue string, kill func()) failoverResult {
 	before, _ := count()
 	if !waitUntil(60*time.Second, func() bool { n, _ := count(); return n >= before+300 }) {
 		n, _ := count()
-		t.Fatalf("after the kill the producer confirmed %d more enqueues in 60s, want 300", n-before)
+		t.Fatalf("after the kill the producer confirmed %d more enqueues in 60s, want 300; the client's log ends:\n%s", n-before, logBuf.tail())
 	}
 	stop()
 	if !waitUntil(60*time.Second, func() bool {
@@ -303,4 +306,110 @@ func runFailover(t *testing.T, url, queue string, kill func()) failoverResult {
 		r.ackRecovery = at.Sub(killed)
 	}
 	return r
+}
+
+// TestRabbitMQClusterFailover kills -9 the node leading a queue's quorum
+// queue in a private 3-node RabbitMQ cluster, while a producer and a
+// consumer run on one client connected to that very node: the client
+// reconnects to another node named in fila_hosts, the queue elects a new
+// leader, and nothing confirmed is lost.
+func TestRabbitMQClusterFailover(t *testing.T) {
+	nodes := privateRabbitCluster(t)
+	queue := "failover"
+	kill := func() {
+		leader := nodes.leaderOf(t, "fila."+queue)
+		srv := nodes.byNode[leader]
+		if srv == nil {
+			t.Fatalf("the queue's leader %q is not a node of the private cluster", leader)
+		}
+		t.Logf("killing the queue's leader, %s", leader)
+		srv.kill()
+	}
+	r := runFailover(t, nodes.url, queue, kill)
+	t.Logf("%d enqueues confirmed, %d lost, %d handled twice; first enqueue %v and first handled message %v after the kill",
+		r.confirmed, r.lost, r.dups, r.enqRecovery.Round(time.Millisecond), r.ackRecovery.Round(time.Millisecond))
+	if r.lost > 0 {
+		t.Errorf("%d confirmed enqueues lost", r.lost)
+	}
+	if r.enqRecovery > clusterRecoveryLimit || r.ackRecovery > clusterRecoveryLimit {
+		t.Errorf("the client took %v (enqueue) and %v (handled message) to work again after the kill; want <= %v",
+			r.enqRecovery, r.ackRecovery, clusterRecoveryLimit)
+	}
+}
+
+// rabbitCluster is a private 3-node RabbitMQ cluster.
+type rabbitCluster struct {
+	url    string // the first node, the others in fila_hosts
+	first  string // the first node's name
+	byNode map[string]*server
+}
+
+// privateRabbitCluster starts three RabbitMQ nodes (see privateRabbitMQ)
+// and joins the second and third to the first.
+func privateRabbitCluster(t *testing.T) *rabbitCluster {
+	c := &rabbitCluster{byNode: map[string]*server{}}
+	ctl := findProgram(t, "rabbitmqctl", "rabbitmq-server")
+	var amqpAddrs []string
+	for i := 0; i < 3; i++ {
+		srv := privateRabbitMQ(t)
+		c.byNode[srv.node] = srv
+		if i == 0 {
+			c.first = srv.node
+		}
+		amqpAddrs = append(amqpAddrs, srv.amqpAddr)
+		if i == 0 {
+			continue
+		}
+		for _, args := range [][]string{{"stop_app"}, {"join_cluster", c.first}, {"start_app"}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			out, err := exec.CommandContext(ctx, ctl, append([]string{"-n", srv.node}, args...)...).CombinedOutput()
+			cancel()
+			if err != nil {
+				t.Fatalf("rabbitmqctl -n %s %v: %v\n%s", srv.node, args, err, out)
+			}
+		}
+	}
+	c.url = fmt.Sprintf("amqp://guest:guest@%s/?fila_hosts=%s,%s", amqpAddrs[0], amqpAddrs[1], amqpAddrs[2])
+	return c
+}
+
+// leaderOf returns the name of the node leading quorum queue name.
+func (c *rabbitCluster) leaderOf(t *testing.T, name string) string {
+	ctl := findProgram(t, "rabbitmqctl", "rabbitmq-server")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, ctl, "-n", c.first, "list_queues", "name", "leader", "--no-table-headers", "--quiet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbitmqctl list_queues: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == name {
+			return f[1]
+		}
+	}
+	t.Fatalf("queue %s not found among:\n%s", name, out)
+	return ""
+}
+
+// testenvLog keeps a client's log lines for a failure message.
+type testenvLog struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *testenvLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	return len(p), nil
+}
+
+func (l *testenvLog) tail() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 4000 {
+		return string(l.buf[len(l.buf)-4000:])
+	}
+	return string(l.buf)
 }

@@ -43,6 +43,8 @@ type server struct {
 	// diag, when set, describes the server's state for a failure message
 	// (the log tail is always shown).
 	diag func() string
+	// node and amqpAddr name a RabbitMQ node and its AMQP address.
+	node, amqpAddr string
 
 	cmd     *exec.Cmd
 	done    chan struct{}
