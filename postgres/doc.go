@@ -117,7 +117,11 @@
 // # PgBouncer and other poolers
 //
 // LISTEN needs a session: it does not work through a pooler in transaction
-// mode (PgBouncer pool_mode=transaction). There, set fila_listen=false
+// mode (PgBouncer pool_mode=transaction). Open checks: with LISTEN on it
+// listens on a channel of its own, notifies it through the pool and waits
+// up to 5 s; when the notification never arrives it fails with ErrInvalid
+// saying what to change (one extra connection and a few round trips at
+// open). Behind such a pooler, set fila_listen=false
 // (Options.DisableListen): blocked receives then poll every
 // fila_poll_interval (default 1s), which bounds the wake-up latency. pgx's
 // automatic prepared statements also need PgBouncer 1.21+ with

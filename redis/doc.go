@@ -15,6 +15,24 @@
 // It needs Redis 7.0 or later (XCLAIM dropping deleted entries from the
 // pending list, exclusive XRANGE ranges).
 //
+// # Redis Cluster and replicas
+//
+// fila_mode=cluster takes a Redis Cluster (redis://node1:6379?fila_mode=cluster&addr=node2:6379&addr=node3:6379):
+// every queue's keys share one hash slot. When a master fails, its replica
+// takes over; calls fail with fila.ErrUnavailable meanwhile and the driver
+// asks go-redis to reload the slot map on each failure, so it follows the
+// new master as soon as it is promoted (measured here: 2.5-3.4 s after a
+// kill -9 with cluster-node-timeout 1000 ms). Redis replicates
+// asynchronously: a message whose Enqueue returned nil can be lost if its
+// master fails before a replica has it. fila_wait_replicas=N
+// (Options.WaitReplicas) makes Enqueue and DeadImport wait (WAIT) until N
+// replicas acknowledged the write, failing with fila.ErrUnavailable after
+// fila_wait_timeout (default 1s) otherwise; the failover test loses nothing
+// with it. Give each master N+1 replicas if it must keep accepting enqueues
+// after a failover (the promoted replica needs replicas of its own).
+// Everything else (acks, retries, dead letters) is safe to lose in a
+// failover: the message is delivered again.
+//
 // Open connects and sends PING before returning, within ctx: an
 // unreachable server fails there with an error matching fila.ErrUnavailable,
 // as with every driver. New, over a client the caller owns, does not wait
