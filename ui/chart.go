@@ -32,7 +32,9 @@ type chartView struct {
 	Series  []seriesView
 	// Note is shown under the chart.
 	Note string
-	W, H int
+	// Legend: the series are kinds, named under the chart.
+	Legend bool
+	W, H   int
 }
 
 // seriesView is one line of a chart.
@@ -202,6 +204,7 @@ func (f chartFrame) deadChart(ss []sample, driver string) chartView {
 		}
 		return m
 	}, true)
+	c.Legend = len(names) > 0
 	if len(names) == 0 {
 		names, series = []string{"dead"}, map[string][]point{"dead": total}
 	}
@@ -233,6 +236,7 @@ func (f chartFrame) runChart(ss []sample, hasSource bool) chartView {
 		c.Empty = "no job ended in the " + c.Span
 		return c
 	}
+	c.Legend = true
 	f.draw(&c, names, series, fmtSeconds)
 	top := 0.0
 	for _, n := range names {

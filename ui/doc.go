@@ -44,8 +44,9 @@
 //
 // A sampler started by New reads every shown queue's stats each
 // Options.SampleInterval (15s) and keeps Options.History (1h) of them in
-// memory: about 240 points per queue. The p95 run times come from
-// Options.RunTimes: a Recorder installed in the worker of the same process
+// memory: about 240 points per queue. Each p95 point covers the jobs that
+// ended in the four sampling intervals before it (a minute by default).
+// The run times come from Options.RunTimes: a Recorder installed in the worker of the same process
 // (Recorder.Instrument), or any RunTimeSource (RunTimeFunc wraps a
 // function, for example one querying Prometheus). A standalone dashboard
 // has none and says so.

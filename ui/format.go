@@ -35,6 +35,8 @@ func fmtDuration(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "-" + fmtDuration(-d)
+	case d == 0:
+		return "0s"
 	case d < time.Millisecond:
 		return fmt.Sprintf("%dµs", d.Microseconds())
 	case d < time.Second:

@@ -20,8 +20,9 @@ type sample struct {
 	// ok: the stats were read; the other fields are meaningless otherwise.
 	ok    bool
 	stats fila.Stats
-	// p95 is the p95 run time per kind of the jobs that ended since the
-	// previous sample; nil when none did or there is no RunTimes source.
+	// p95 is the p95 run time per kind of the jobs that ended in the
+	// runWindow before the sample; nil when none did or there is no
+	// RunTimes source.
 	p95 map[string]time.Duration
 }
 
@@ -64,15 +65,10 @@ func (hs *history) get(queue string) []sample {
 	return slices.Clone(hs.queues[queue])
 }
 
-// last returns the time of queue's latest sample (zero when none).
-func (hs *history) last(queue string) time.Time {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if ss := hs.queues[queue]; len(ss) > 0 {
-		return ss[len(ss)-1].at
-	}
-	return time.Time{}
-}
+// runWindow is how far back each point of the p95 charts looks: four
+// sampling intervals (a minute by default), so that a slow kind with few
+// jobs still has a point at most samples, like a rate over a few scrapes.
+func (h *Handler) runWindow() time.Duration { return 4 * h.interval }
 
 // runSampler samples every interval until ctx ends, starting at once.
 // Failures are logged with a bounded number of lines however long they
@@ -125,11 +121,7 @@ func (h *Handler) sample(ctx context.Context) error {
 		}
 		s.stats.DeadByKind = topKinds(st.DeadByKind, maxKindsPerSample)
 		if h.o.RunTimes != nil {
-			from := h.hist.last(q)
-			if from.IsZero() {
-				from = now.Add(-h.interval)
-			}
-			s.p95 = topKinds(h.o.RunTimes.RunTimeP95(q, from, now), maxKindsPerSample)
+			s.p95 = topKinds(h.o.RunTimes.RunTimeP95(q, now.Add(-h.runWindow()), now), maxKindsPerSample)
 		}
 		h.hist.add(q, s, h.history)
 	}

@@ -380,13 +380,15 @@ func TestCharts(t *testing.T) {
 			t.Errorf("dead letters chart lacks %s:\n%s", want, cd)
 		}
 	}
-	// Run times: 1..100ms of kind a; p95 is 95ms.
-	now := time.Now()
-	for i := 1; i <= 100; i++ {
-		rec.Record("jobs", "a", now, time.Duration(i)*time.Millisecond)
-	}
-	rec.Record("other", "a", now, time.Hour)
+	// Run times: 1..100ms of kind a, so p95 is 95ms. Each point looks at
+	// the last four intervals only, so the runs are recorded again at each
+	// try.
+	rec.Record("other", "a", time.Now(), time.Hour)
 	waitFor(t, "the p95 chart", func() bool {
+		now := time.Now()
+		for i := 1; i <= 100; i++ {
+			rec.Record("jobs", "a", now, time.Duration(i)*time.Millisecond)
+		}
 		return strings.Contains(card(t, d.get("/", http.StatusOK).body, "jobs"), `p95 run time</span> <span class="cv">95ms</span>`)
 	})
 }

@@ -65,8 +65,10 @@ type Options struct {
 	Queues []string
 
 	// RunTimes reports the jobs' run times for the p95 charts: a *Recorder
-	// installed in the worker's config, or any RunTimeSource. Nil: the
-	// charts say the run times are not reported.
+	// installed in the worker's config, or any RunTimeSource. Each point is
+	// the p95 of the jobs that ended in the four sampling intervals before
+	// it (a minute by default). Nil: the charts say the run times are not
+	// reported.
 	RunTimes RunTimeSource
 
 	// SampleInterval is how often the sampler reads every queue's stats
