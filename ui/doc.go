@@ -89,7 +89,12 @@
 //     password in the URL never shows.
 //
 // The handler serves plain HTTP: across a network, put TLS in front of it
-// (the CSRF cookie is marked Secure when the request came over TLS).
+// (the CSRF cookie is marked Secure when the request came over TLS). It
+// does not check the Host header: a handler without credentials on
+// loopback can be reached by a web page whose name its owner made resolve
+// to 127.0.0.1 (DNS rebinding), so check the host in front of it, or set a
+// password. fila ui does so on loopback, answering only to localhost,
+// 127.0.0.1 and [::1].
 //
 // # Logging
 //

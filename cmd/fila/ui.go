@@ -46,7 +46,8 @@ age, charts of the last hour, dead letters in full, and replay, purge and
 queue delete behind a confirmation step.
 
 It listens on loopback (127.0.0.1:8080) unless --listen says otherwise, and
-warns when it does not. --read-only hides and refuses every action. A bearer
+warns when it does not; on loopback it answers only to the host names
+localhost, 127.0.0.1 and [::1] (against DNS rebinding). --read-only hides and refuses every action. A bearer
 token (--token or $FILA_UI_TOKEN) or a basic-auth password (--password or
 $FILA_UI_PASSWORD, with --user) makes the dashboard ask for credentials;
 prefer the environment variables, which other users of the machine cannot
@@ -113,8 +114,12 @@ func (a *app) serveUI(ctx context.Context, c *fila.Client, rawURL string, f uiFl
 	if err != nil {
 		return &exitErr{code: exitError, err: fmt.Errorf("cannot listen on %s: %w", f.listen, err)}
 	}
+	var handler http.Handler = h
+	if isLoopback(ln.Addr()) {
+		handler = loopbackHosts(h)
+	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -164,10 +169,38 @@ func uiMode(f uiFlags) string {
 	return strings.Join(parts, ", ")
 }
 
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// loopbackHosts refuses requests whose Host is not a loopback name or
+// address. A dashboard on loopback is reachable from the browser of the
+// same machine only, unless a web page's own name is made to resolve to
+// 127.0.0.1 (DNS rebinding): then that page is same-origin with the
+// dashboard and could read it and post its forms. Such requests carry the
+// page's name as Host, so they are refused.
+func loopbackHosts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if ip := net.ParseIP(host); !(strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback()) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			_, _ = fmt.Fprintln(w, "421 Misdirected Request: this dashboard listens on loopback and answers only to localhost, 127.0.0.1 or [::1]")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // listenWarning is the warning for a dashboard listening on addr, empty on
 // loopback.
 func listenWarning(addr net.Addr, auth, readOnly bool) string {
-	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+	if isLoopback(addr) {
 		return ""
 	}
 	w := fmt.Sprintf("listening on %s, which is not loopback: whoever can reach this address can open the dashboard", addr)

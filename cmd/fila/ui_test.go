@@ -95,6 +95,13 @@ func TestUIServes(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, `data-queue="`+q+`"`) || !strings.Contains(body, `id="read-only"`) {
 		t.Errorf("GET /fila/: %d\n%s", status, body)
 	}
+	// A page whose own name resolves to 127.0.0.1 (DNS rebinding) is not
+	// answered: on loopback only loopback names are.
+	for host, want := range map[string]int{"evil.example:80": http.StatusMisdirectedRequest, "localhost": http.StatusOK, "[::1]:8080": http.StatusOK} {
+		if s, _ := r.get(t, "/", func(req *http.Request) { req.Host = host }); s != want {
+			t.Errorf("GET with Host %s: %d, want %d", host, s, want)
+		}
+	}
 	if code := r.stop(); code != 0 {
 		t.Errorf("fila ui exited %d after the interrupt; stderr: %s", code, r.stderr)
 	}
