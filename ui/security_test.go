@@ -464,3 +464,73 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestPagingAndSelections pages through dead letters (50 a page, a kind
+// filter kept across pages) and applies each selection: purge one, purge a
+// kind, replay all.
+func TestPagingAndSelections(t *testing.T) {
+	t.Parallel()
+	c := open(t, "mem://"+unique("uipage"))
+	msgs := make([]fila.Message, 60)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "a", Body: []byte("x")}
+	}
+	as := kill(t, c, "jobs", "boom", msgs...)
+	bs := kill(t, c, "jobs", "boom", fila.Message{Kind: "b", Body: []byte("x")}, fila.Message{Kind: "b", Body: []byte("x")})
+	d := newDash(t, c, ui.Options{})
+
+	first := d.get("/queues/jobs/dead?kind=a", http.StatusOK).body
+	if n := strings.Count(first, `<td class="id">`); n != 50 {
+		t.Fatalf("first page holds %d letters, want 50", n)
+	}
+	if strings.Contains(first, `id="first-page"`) {
+		t.Error("the first page links to the first page")
+	}
+	next := html.UnescapeString(link(t, first, "next-page"))
+	if !strings.Contains(next, "kind=a") {
+		t.Errorf("next page %q drops the kind", next)
+	}
+	second := d.do(http.MethodGet, d.srv.URL+next, nil, nil).body
+	if n := strings.Count(second, `<td class="id">`); n != 10 || strings.Contains(second, `id="next-page"`) {
+		t.Errorf("second page holds %d letters (want 10) or links a third", n)
+	}
+	link(t, second, "first-page")
+	seen := strings.Count(first+second, ">"+as[59]+"</a>") + strings.Count(first+second, ">"+as[0]+"</a>")
+	if seen != 2 || strings.Contains(first+second, ">"+bs[0]+"</a>") {
+		t.Errorf("the pages of kind a do not hold exactly the letters of kind a")
+	}
+
+	res := d.confirm(link(t, d.get("/queues/jobs/dead/"+as[0], http.StatusOK).body, "purge"), nil)
+	if res.status != http.StatusSeeOther || !strings.Contains(res.header.Get("Location"), "done=purge&n=1") {
+		t.Fatalf("purge one: %d %q", res.status, res.header.Get("Location"))
+	}
+	res = d.confirm("/queues/jobs/confirm?op=purge&kind=b", nil)
+	if res.status != http.StatusSeeOther || !strings.Contains(res.header.Get("Location"), "n=2") {
+		t.Fatalf("purge kind b: %d %q", res.status, res.header.Get("Location"))
+	}
+	page := d.get("/queues/jobs/confirm?op=replay&all=1", http.StatusOK).body
+	if !strings.Contains(page, "Replay all dead letters (59 now) of queue jobs?") {
+		t.Errorf("replay all asks:\n%s", mainText(page))
+	}
+	res = d.confirm("/queues/jobs/confirm?op=replay&all=1", nil)
+	if res.status != http.StatusSeeOther || !strings.Contains(res.header.Get("Location"), "n=59") {
+		t.Fatalf("replay all: %d %q", res.status, res.header.Get("Location"))
+	}
+	if s := stats(t, c, "jobs"); s.Ready != 59 || s.Dead != 0 {
+		t.Errorf("after the actions: %+v", s)
+	}
+}
+
+// TestSamplerOutageLog checks that a sampler failing at every tick logs a
+// bounded number of lines: one Warn, then Debug.
+func TestSamplerOutageLog(t *testing.T) {
+	t.Parallel()
+	c := open(t, "mem://"+unique("uiout"))
+	logs := testenv.NewLogRecorder()
+	c.Close() // every stats read now fails with fila.ErrClosed
+	newDash(t, c, ui.Options{Queues: []string{"jobs"}, SampleInterval: 10 * time.Millisecond, History: time.Second, Logger: logs.Logger()})
+	waitFor(t, "several failed samples", func() bool { return logs.Count(slog.LevelDebug) >= 5 })
+	if n := logs.Count(slog.LevelWarn); n != 1 {
+		t.Errorf("%d lines at Warn or above for a short outage, want 1", n)
+	}
+}
