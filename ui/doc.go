@@ -82,9 +82,10 @@
 //     (403), confirmation pages included.
 //   - Every response sets Content-Security-Policy (no inline script or
 //     style, frame-ancestors 'none', form-action 'self'), X-Frame-Options
-//     DENY, X-Content-Type-Options nosniff, Referrer-Policy no-referrer and
-//     Cache-Control no-store (the pages hold message data). A body download
-//     is an attachment with a sandboxing policy.
+//     DENY, X-Content-Type-Options nosniff and Referrer-Policy no-referrer;
+//     every page and download Cache-Control no-store (they hold message
+//     data; only the script, style sheet and icon may be cached). A body
+//     download is an attachment with a sandboxing policy.
 //   - Options.Broker, shown in the header, goes through fila.Redact: a
 //     password in the URL never shows.
 //
