@@ -1,7 +1,7 @@
 // Command fila operates Fila queues on any supported broker: queue stats,
 // listing and deleting queues, dead-letter inspection, replay and purge,
-// enqueueing from scripts, schema migrations, and moving a queue to another
-// broker.
+// enqueueing from scripts, schema migrations, moving a queue to another
+// broker, and a web dashboard.
 //
 // Install it with
 //
@@ -29,6 +29,8 @@
 //	fila schema up
 //	fila migrate --from URL --to URL --queue Q [--to-queue Q2] [--include-delayed]
 //	             [--include-dead] [--drain [--idle 10s]] [--batch N] [--concurrency N]
+//	fila ui [--listen 127.0.0.1:8080] [--prefix /P] [--read-only] [--queue Q]...
+//	        [--token T | $FILA_UI_TOKEN] [--password P | $FILA_UI_PASSWORD] [--user U]
 //
 // Replay and purge refuse to run without a selection (--id, --kind or
 // --all), so a forgotten flag never means "everything". Purge asks for a
@@ -48,6 +50,13 @@
 // source; backend.DeadLetterer on the source and backend.DeadImporter on the
 // target); without them the command exits 4 naming the driver and the flag
 // to drop, before anything moves.
+//
+// fila ui serves package ui's dashboard (queues, charts, dead letters,
+// replay, purge and delete behind a confirmation page) until interrupted.
+// It listens on loopback unless --listen says otherwise, and warns when it
+// does not; it prints the broker URL only redacted, and never the token or
+// password, which are best given in the environment (flags show in the
+// process list). On RabbitMQ name the queues with --queue.
 //
 // fila queue list and fila stats --all need a driver that can list its
 // queues (backend.QueueLister): RabbitMQ cannot over AMQP, so name its

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/ui"
+)
+
+// Environment variables holding the dashboard's credentials, so they stay
+// out of the process list.
+const (
+	uiTokenEnv    = "FILA_UI_TOKEN"
+	uiPasswordEnv = "FILA_UI_PASSWORD"
+)
+
+type uiFlags struct {
+	listen   string
+	prefix   string
+	readOnly bool
+	queues   []string
+	token    string
+	password string
+	user     string
+	sample   time.Duration
+	refresh  time.Duration
+}
+
+func newUICmd(a *app) *cobra.Command {
+	var f uiFlags
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Serve the web dashboard: queues, charts, dead letters, replay and purge",
+		Long: `Serve the web dashboard (package github.com/fila-go/fila/ui) for the broker:
+every queue with its ready, delayed, leased and dead counts and oldest ready
+age, charts of the last hour, dead letters in full, and replay, purge and
+queue delete behind a confirmation step.
+
+It listens on loopback (127.0.0.1:8080) unless --listen says otherwise, and
+warns when it does not; on loopback it answers only to the host names
+localhost, 127.0.0.1 and [::1] (against DNS rebinding). --read-only hides and refuses every action. A bearer
+token (--token or $FILA_UI_TOKEN) or a basic-auth password (--password or
+$FILA_UI_PASSWORD, with --user) makes the dashboard ask for credentials;
+prefer the environment variables, which other users of the machine cannot
+read in the process list. Neither is ever printed or logged.
+
+RabbitMQ cannot list its queues: name them with --queue (repeatable). The
+p95 run time charts need the workers' run times, which only a dashboard
+mounted in the worker's own process has (see package ui).
+
+Stop with Ctrl-C.`,
+		Example: `  fila ui
+  fila ui --listen 127.0.0.1:9000 --read-only
+  FILA_UI_PASSWORD=s3cret fila ui --listen :8080 --user ops
+  fila ui --url amqp://guest:guest@localhost:5672/ --queue emails --queue reports`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.token == "" {
+				f.token = a.getenv(uiTokenEnv)
+			}
+			if f.password == "" {
+				f.password = a.getenv(uiPasswordEnv)
+			}
+			if f.user != "" && f.password == "" {
+				return usagef("--user needs a password (--password or $%s)", uiPasswordEnv)
+			}
+			for _, q := range f.queues {
+				if err := fila.ValidateQueueName(q); err != nil {
+					return &exitErr{code: exitUsage, err: fmt.Errorf("--queue: %w", err)}
+				}
+			}
+			if _, _, err := net.SplitHostPort(f.listen); err != nil {
+				return usagef("--listen %q: want HOST:PORT, such as 127.0.0.1:8080 (%v)", f.listen, err)
+			}
+			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
+				raw, _ := a.brokerURL()
+				return a.serveUI(ctx, c, raw, f)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on (HOST:PORT); not loopback means anyone who reaches it")
+	cmd.Flags().StringVar(&f.prefix, "prefix", "", "path prefix to serve under, such as /fila (behind a proxy)")
+	cmd.Flags().BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (replay, purge, delete)")
+	cmd.Flags().StringArrayVar(&f.queues, "queue", nil, "queue to show besides those the broker lists (repeatable; needed on RabbitMQ)")
+	cmd.Flags().StringVar(&f.token, "token", "", "require this bearer token (default $"+uiTokenEnv+")")
+	cmd.Flags().StringVar(&f.password, "password", "", "require this basic-auth password (default $"+uiPasswordEnv+")")
+	cmd.Flags().StringVar(&f.user, "user", "", "basic-auth user name (default: any)")
+	cmd.Flags().DurationVar(&f.sample, "sample-interval", ui.DefaultSampleInterval, "how often to read the queues' stats for the charts")
+	cmd.Flags().DurationVar(&f.refresh, "refresh", ui.DefaultRefresh, "how often open pages reload their numbers (negative: never)")
+	return cmd
+}
+
+// serveUI serves the dashboard on f.listen until ctx ends.
+func (a *app) serveUI(ctx context.Context, c *fila.Client, rawURL string, f uiFlags) error {
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h, err := ui.New(c, ui.Options{
+		Prefix: f.prefix, ReadOnly: f.readOnly, Token: f.token, Password: f.password, User: f.user,
+		Queues: f.queues, SampleInterval: f.sample, Refresh: f.refresh, Broker: rawURL, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return &exitErr{code: exitError, err: fmt.Errorf("cannot listen on %s: %w", f.listen, err)}
+	}
+	var handler http.Handler = h
+	if isLoopback(ln.Addr()) {
+		handler = loopbackHosts(h)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	prefix := strings.TrimSuffix(f.prefix, "/")
+	fmt.Fprintf(a.stdout, "fila ui: serving %s at http://%s%s/ (%s)\n", fila.Redact(rawURL), ln.Addr(), prefix, uiMode(f))
+	if w := listenWarning(ln.Addr(), f.token != "" || f.password != "", f.readOnly); w != "" {
+		fmt.Fprintf(a.stderr, "fila ui: warning: %s\n", w)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving the dashboard: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "fila ui: stopped")
+	return nil
+}
+
+// uiMode describes the dashboard's access rules, without the credentials.
+func uiMode(f uiFlags) string {
+	var parts []string
+	if f.readOnly {
+		parts = append(parts, "read-only")
+	} else {
+		parts = append(parts, "actions enabled")
+	}
+	switch {
+	case f.token != "" && f.password != "":
+		parts = append(parts, "bearer token or basic-auth password required")
+	case f.token != "":
+		parts = append(parts, "bearer token required")
+	case f.password != "":
+		parts = append(parts, "basic-auth password required")
+	default:
+		parts = append(parts, "no authentication")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// loopbackHosts refuses requests whose Host is not a loopback name or
+// address. A dashboard on loopback is reachable from the browser of the
+// same machine only, unless a web page's own name is made to resolve to
+// 127.0.0.1 (DNS rebinding): then that page is same-origin with the
+// dashboard and could read it and post its forms. Such requests carry the
+// page's name as Host, so they are refused.
+func loopbackHosts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if ip := net.ParseIP(host); !(strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback()) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			_, _ = fmt.Fprintln(w, "421 Misdirected Request: this dashboard listens on loopback and answers only to localhost, 127.0.0.1 or [::1]")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// listenWarning is the warning for a dashboard listening on addr, empty on
+// loopback.
+func listenWarning(addr net.Addr, auth, readOnly bool) string {
+	if isLoopback(addr) {
+		return ""
+	}
+	w := fmt.Sprintf("listening on %s, which is not loopback: whoever can reach this address can open the dashboard", addr)
+	switch {
+	case !auth && !readOnly:
+		w += ", read every message and dead letter, and replay, purge and delete queues; set a password ($" + uiPasswordEnv + ") or --read-only"
+	case !auth:
+		w += " and read every message and dead letter; set a password ($" + uiPasswordEnv + ")"
+	default:
+		w += " and try the credentials; the connection is plain HTTP, so put a TLS proxy in front"
+	}
+	return w
+}

@@ -1,0 +1,233 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/fila-go/fila"
+)
+
+// The actions. Each is a GET confirmation page (no side effect) whose form
+// POSTs to /queues/{queue}/{op} with the CSRF token.
+const (
+	opReplay = "replay"
+	opPurge  = "purge"
+	opDelete = "delete"
+	// PAUSE/RESUME/CANCEL: add opPause, opResume and opCancel here once
+	// fila.Client has them, with a case in confirmView and in run.
+)
+
+const (
+	// maxFormBytes bounds an action's form.
+	maxFormBytes = 64 << 10
+	// maxIDs bounds the ids one action selects.
+	maxIDs = fila.MaxReceive
+	// actionTimeout bounds one action's broker calls. The action does not
+	// stop when the browser goes away: half a replay helps nobody.
+	actionTimeout = 2 * time.Minute
+)
+
+// errReadOnly refuses actions in read-only mode.
+var errReadOnly = &httpError{status: http.StatusForbidden, msg: "this dashboard is read-only: actions are disabled"}
+
+// selection is what a replay or purge applies to.
+type selection struct {
+	IDs  []string
+	Kind string
+	All  bool
+}
+
+// parseSelection reads the id, kind and all parameters. Replay and purge
+// need one of them: nothing selected is refused, never read as "all".
+func parseSelection(op string, v url.Values) (selection, error) {
+	s := selection{IDs: v["id"], Kind: v.Get("kind"), All: v.Get("all") == "1"}
+	if op == opDelete {
+		return selection{}, nil
+	}
+	bad := func(msg string) (selection, error) {
+		return selection{}, &httpError{status: http.StatusBadRequest, msg: msg}
+	}
+	switch {
+	case len(s.IDs) > maxIDs:
+		return bad(fmt.Sprintf("at most %d ids at once", maxIDs))
+	case s.All && (len(s.IDs) > 0 || s.Kind != ""):
+		return bad("all cannot be combined with an id or a kind")
+	case !s.All && len(s.IDs) == 0 && s.Kind == "":
+		return bad("say what to " + op + ": an id, a kind, or all")
+	}
+	for _, id := range s.IDs {
+		if id == "" {
+			return bad("an id is empty")
+		}
+	}
+	return s, nil
+}
+
+func (s selection) filter() fila.DeadFilter {
+	f := fila.DeadFilter{Kind: s.Kind}
+	if len(s.IDs) > 0 {
+		f.IDs = s.IDs
+	}
+	return f
+}
+
+// describe names the selection in a sentence.
+func (s selection) describe() string {
+	switch {
+	case s.All:
+		return "all dead letters"
+	case len(s.IDs) == 1 && s.Kind == "":
+		return "dead letter " + s.IDs[0]
+	case len(s.IDs) > 0 && s.Kind != "":
+		return fmt.Sprintf("%d dead letter(s) by id, of kind %q", len(s.IDs), s.Kind)
+	case len(s.IDs) > 0:
+		return fmt.Sprintf("%d dead letter(s) by id", len(s.IDs))
+	default:
+		return fmt.Sprintf("the dead letters of kind %q", s.Kind)
+	}
+}
+
+// confirmView is the confirmation page of an action.
+type confirmView struct {
+	Question   string
+	Detail     string
+	Action     string
+	Sel        selection
+	ForceBox   bool
+	ForceLabel string
+	Button     string
+	Danger     bool
+	CancelURL  string
+}
+
+// confirm shows what an action would do and the form that does it.
+func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
+	q, err := pathQueue(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if h.o.ReadOnly {
+		h.fail(w, r, errReadOnly)
+		return
+	}
+	op := r.URL.Query().Get("op")
+	if op != opReplay && op != opPurge && op != opDelete {
+		h.fail(w, r, &httpError{status: http.StatusBadRequest, msg: "unknown action"})
+		return
+	}
+	sel, err := parseSelection(op, r.URL.Query())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	st, stErr := h.c.QueueStats(ctx, q)
+	v := confirmView{Action: h.prefix + "/queues/" + q + "/" + op, Sel: sel, CancelURL: h.queueURL(q)}
+	if len(sel.IDs) == 1 {
+		v.CancelURL = h.letterURL(q, sel.IDs[0])
+	}
+	now := ""
+	if stErr == nil {
+		switch {
+		case sel.All:
+			now = fmt.Sprintf(" (%s now)", fmtCount(st.Dead))
+		case len(sel.IDs) == 0 && st.DeadByKind != nil:
+			now = fmt.Sprintf(" (%s now)", fmtCount(st.DeadByKind[sel.Kind]))
+		}
+	}
+	switch op {
+	case opReplay:
+		v.Question = fmt.Sprintf("Replay %s%s of queue %s?", sel.describe(), now, q)
+		v.Detail = "They go back to ready with their attempts reset (dedup keys are dropped), and workers will run them again."
+		v.Button = "Replay"
+	case opPurge:
+		v.Question = fmt.Sprintf("Purge %s%s of queue %s?", sel.describe(), now, q)
+		v.Detail = "They are deleted for good; this cannot be undone."
+		v.Button, v.Danger = "Purge for good", true
+	case opDelete:
+		v.Question = fmt.Sprintf("Delete queue %s?", q)
+		v.Detail = "Its messages, dead letters, dedup keys and the broker's structures for it are deleted; workers holding its messages get a lost lease when they settle them."
+		v.Button, v.Danger = "Delete queue", true
+		switch {
+		case stErr != nil:
+			v.ForceBox, v.ForceLabel = true, "Delete it even if it holds messages or dead letters"
+		case st.Ready+st.Delayed+st.Leased+st.Dead > 0:
+			v.ForceBox = true
+			v.ForceLabel = fmt.Sprintf("Also delete the %s message(s) and %s dead letter(s) it holds",
+				fmtCount(st.Ready+st.Delayed+st.Leased), fmtCount(st.Dead))
+		}
+	}
+	p := &page{Title: "Confirm", CSRF: h.csrfToken(w, r), P: v,
+		Crumbs: []crumb{{"Queues", h.prefix + "/"}, {q, h.queueURL(q)}, {Text: "Confirm"}}}
+	h.render(w, r, http.StatusOK, "confirm", p)
+}
+
+// action returns the POST handler of op: read-only mode, the form's size,
+// CSRF and the selection are checked before the broker is called.
+func (h *Handler) action(op string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q, err := pathQueue(r)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if h.o.ReadOnly {
+			h.fail(w, r, errReadOnly)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			h.fail(w, r, &httpError{status: http.StatusBadRequest, msg: "cannot read the form"})
+			return
+		}
+		if !h.checkCSRF(r) {
+			h.fail(w, r, &httpError{status: http.StatusForbidden,
+				msg: "the form's CSRF token is missing or does not match (a form from another site, or an old page): reload the page and try again"})
+			return
+		}
+		sel, err := parseSelection(op, r.PostForm)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), actionTimeout)
+		defer cancel()
+		attrs := []any{"queue", q, "remote", r.RemoteAddr}
+		if user, _, ok := r.BasicAuth(); ok && h.o.Password != "" {
+			attrs = append(attrs, "user", user)
+		}
+		switch op {
+		case opReplay, opPurge:
+			var n int
+			if op == opReplay {
+				n, err = h.c.DeadReplay(ctx, q, sel.filter())
+			} else {
+				n, err = h.c.DeadPurge(ctx, q, sel.filter())
+			}
+			if err != nil {
+				h.fail(w, r, fmt.Errorf("%s %s of queue %s: %w", op, sel.describe(), q, err))
+				return
+			}
+			h.log.Info("fila ui: "+op+" dead letters", append(attrs, "selection", sel.describe(), "count", n)...)
+			http.Redirect(w, r, h.queueURL(q)+"?"+url.Values{"done": {op}, "n": {fmt.Sprint(n)}}.Encode(), http.StatusSeeOther)
+		case opDelete:
+			force := r.PostForm.Get("force") == "1"
+			err := h.c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: force})
+			if errors.Is(err, fila.ErrQueueNotEmpty) {
+				err = &httpError{status: http.StatusConflict, msg: err.Error() + "; nothing deleted (tick the box to delete it with everything it holds)"}
+			}
+			if err != nil {
+				h.fail(w, r, fmt.Errorf("deleting queue %s: %w", q, err))
+				return
+			}
+			h.log.Info("fila ui: deleted queue", append(attrs, "force", force)...)
+			http.Redirect(w, r, h.prefix+"/?"+url.Values{"done": {"delete"}, "queue": {q}}.Encode(), http.StatusSeeOther)
+		}
+	}
+}

@@ -1,0 +1,542 @@
+package ui_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"image/png"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
+	"github.com/fila-go/fila/ui"
+	"github.com/fila-go/fila/worker"
+)
+
+// The browser tests drive a headless Chromium (testenv.Chromium finds it)
+// against dashboards on the real brokers. One browser serves the whole test
+// binary, each test in a tab of its own.
+
+var updateScreenshot = flag.Bool("update-screenshot", false,
+	"TestBrowserScreenshot writes the overview to docs/ui-overview.png (the README's picture) instead of a temporary file")
+
+// browser is the test binary's Chromium, started by the first test that
+// needs it and stopped by TestMain.
+var browser struct {
+	once  sync.Once
+	ctx   context.Context
+	stop  func()
+	err   error
+	start time.Duration
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if browser.stop != nil {
+		browser.stop()
+	}
+	os.Exit(code)
+}
+
+// chromiumFlags are what a headless Chromium needs on a machine without a
+// display, a sandbox or a network: without the network flags it keeps
+// trying (and failing) to reach Google's services.
+func chromiumFlags(path, dataDir string) []chromedp.ExecAllocatorOption {
+	return []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-breakpad", true),
+		chromedp.Flag("metrics-recording-only", true),
+		chromedp.Flag("password-store", "basic"),
+		chromedp.Flag("use-mock-keychain", true),
+		chromedp.UserDataDir(dataDir),
+		chromedp.WindowSize(1280, 900),
+	}
+}
+
+// tab opens a tab of the shared browser for t, closed when t ends, with
+// CSP violations and script errors of its pages collected for noErrors.
+func tab(t *testing.T) *browserTab {
+	t.Helper()
+	path := testenv.Chromium(t)
+	browser.once.Do(func() {
+		dir, err := os.MkdirTemp("", "fila-ui-chromium-")
+		if err != nil {
+			browser.err = err
+			return
+		}
+		actx, acancel := chromedp.NewExecAllocator(context.Background(), chromiumFlags(path, dir)...)
+		bctx, bcancel := chromedp.NewContext(actx)
+		began := time.Now()
+		// The first run starts the browser; it lives as long as bctx.
+		if err := chromedp.Do(bctx); err != nil {
+			browser.err = err
+		}
+		browser.start = time.Since(began)
+		browser.ctx = bctx
+		browser.stop = func() {
+			bcancel()
+			acancel()
+			_ = os.RemoveAll(dir)
+		}
+	})
+	if browser.err != nil {
+		t.Fatalf("starting Chromium (%s): %v", path, browser.err)
+	}
+	ctx, cancel := chromedp.NewContext(browser.ctx)
+	t.Cleanup(cancel)
+	// Bound everything the test does in its tab.
+	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelT)
+	bt := &browserTab{t: t, ctx: ctx}
+	if _, err := chromedp.Call(ctx, log.Enable, struct{}{}); err != nil {
+		t.Fatalf("opening a tab: %v", err)
+	}
+	go func() {
+		for e, err := range chromedp.Events(ctx, log.EntryAdded) {
+			if err != nil {
+				return
+			}
+			if e.Entry.Level == log.EntryLevelError || e.Entry.Source == log.EntrySourceSecurity {
+				bt.report(string(e.Entry.Source) + ": " + e.Entry.Text)
+			}
+		}
+	}()
+	go func() {
+		for e, err := range chromedp.Events(ctx, runtime.ExceptionThrown) {
+			if err != nil {
+				return
+			}
+			bt.report(fmt.Sprintf("uncaught exception: %s %v", e.ExceptionDetails.Text, e.ExceptionDetails.Exception))
+		}
+	}()
+	return bt
+}
+
+// browserTab is one tab, with the errors its pages reported.
+type browserTab struct {
+	t   *testing.T
+	ctx context.Context
+
+	mu     sync.Mutex
+	errors []string
+}
+
+func (bt *browserTab) report(msg string) {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	bt.errors = append(bt.errors, msg)
+}
+
+// noErrors fails the test if a page logged an error, a CSP violation or an
+// uncaught exception, except messages containing one of allowed.
+func (bt *browserTab) noErrors(allowed ...string) {
+	bt.t.Helper()
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+next:
+	for _, e := range bt.errors {
+		for _, a := range allowed {
+			if strings.Contains(e, a) {
+				continue next
+			}
+		}
+		bt.t.Errorf("the page reported: %s", e)
+	}
+}
+
+// do runs actions, failing the test on an error.
+func (bt *browserTab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	bt.t.Helper()
+	if err := chromedp.Do(bt.ctx, actions...); err != nil {
+		bt.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// open navigates to u and returns the HTTP status.
+func (bt *browserTab) open(u string) int64 {
+	bt.t.Helper()
+	res, err := chromedp.Run(bt.ctx, chromedp.NavigateResponse(u))
+	if err != nil {
+		bt.t.Fatalf("opening %s: %v", u, err)
+	}
+	return res.Status
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](bt *browserTab, expr string) T {
+	bt.t.Helper()
+	v, err := chromedp.Run(bt.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		bt.t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitJS waits until a JavaScript expression is true in the page.
+func (bt *browserTab) waitJS(what, expr string) {
+	bt.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, err := chromedp.Run(bt.ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) || bt.ctx.Err() != nil {
+			bt.t.Fatalf("timed out waiting for %s (%s): last error %v; page:\n%s", what, expr, err, eval[string](bt, "document.body ? document.body.innerText : ''"))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// text is the text of the first element sel matches, or "" when none does.
+func (bt *browserTab) text(sel string) string {
+	bt.t.Helper()
+	return eval[string](bt, fmt.Sprintf(`(document.querySelector(%s) || {textContent: ""}).textContent`, jsString(sel)))
+}
+
+// exists is a JavaScript expression true when sel matches an element.
+func exists(sel string) string {
+	return fmt.Sprintf("document.querySelector(%s) !== null", jsString(sel))
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// click clicks the element sel matches, then waits for the page that shows
+// when done holds.
+func (bt *browserTab) click(sel, what, done string) {
+	bt.t.Helper()
+	bt.waitJS(sel+" on the page", exists(sel))
+	bt.do("clicking "+sel, chromedp.Click(chromedp.CSS(sel)))
+	bt.waitJS(what, done)
+}
+
+// pageOf is a JavaScript expression true on the page at path once sel is on
+// it.
+func pageOf(path, sel string) string {
+	return fmt.Sprintf("location.pathname === %s && %s", jsString(path), exists(sel))
+}
+
+// TestBrowser drives the dashboard in Chromium on four brokers: the
+// overview's counts, a dead letter opened from the list, replayed by
+// clicking through the confirmation, the counts changing; markup in every
+// untrusted field shown as text and never run; read-only mode refusing an
+// action.
+func TestBrowser(t *testing.T) {
+	for _, name := range []string{"memory", "postgres", "redis", "rabbitmq"} {
+		b := brokerNamed(t, name)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			browse(t, b, open(t, b.url(t)))
+		})
+	}
+}
+
+func browse(t *testing.T, b broker, c *fila.Client) {
+	bt := tab(t)
+	q := newQueue(t, c, "uibrowse")
+	enqueue(t, c, q, fila.Message{Kind: "email.welcome", Body: []byte(`{"user_id":1}`)})
+	reason := "smtp: 550 mailbox unavailable\n\ngoroutine 7 [running]:\nmain.send()\n\t/app/send.go:42 +0x1d"
+	letter := kill(t, c, q, reason, fila.Message{Kind: "email.welcome", Body: []byte(`{"user_id":2}`)})[0]
+	xssKind, xssReason, xssBody := "k"+imgPayload, "failed: "+scriptPayload+"\n"+imgPayload, scriptPayload+imgPayload
+	xss := kill(t, c, q, xssReason, fila.Message{Kind: xssKind, Body: []byte(xssBody),
+		Headers: map[string]string{"h" + imgPayload: scriptPayload}})[0]
+
+	o := ui.Options{Refresh: -1}
+	if b.rabbit {
+		o.Queues = []string{q}
+	}
+	srv := serve(t, c, o)
+
+	// The overview shows the queue's counts.
+	bt.open(srv.URL + "/")
+	card := fmt.Sprintf(`section.card[data-queue=%s]`, jsString(q))
+	bt.waitJS("the queue's card", exists(card))
+	if r, d := bt.text(card+" dd.ready"), bt.text(card+" dd.dead"); r != "1" || d != "2" {
+		t.Errorf("overview shows ready %q and dead %q, want 1 and 2", r, d)
+	}
+	if b.rabbit {
+		if got := bt.text(card + " dd.oldest"); got != "n/a" {
+			t.Errorf("RabbitMQ oldest ready shows %q, want n/a", got)
+		}
+	}
+
+	// Queue page, dead letters, the letter.
+	qpath := "/queues/" + q
+	bt.click(card+" h2 a", "the queue page", pageOf(qpath, "#dead-letters"))
+	bt.click("#dead-letters", "the dead letter list", pageOf(qpath+"/dead", "table.letters"))
+	lpath := qpath + "/dead/" + url.PathEscape(letter)
+	bt.click(fmt.Sprintf(`a[href=%s]`, jsString(lpath)), "the dead letter's page", pageOf(lpath, "#reason"))
+	if got := bt.text("#reason"); got != reason {
+		t.Errorf("reason shows %q, want %q", got, reason)
+	}
+
+	// Replay it by clicking, through the confirmation.
+	bt.click("#replay", "the confirmation", pageOf(qpath+"/confirm", "#confirm"))
+	if got := bt.text("#question"); !strings.Contains(got, letter) {
+		t.Errorf("confirmation asks %q, want it to name %s", got, letter)
+	}
+	bt.click("#confirm", "the queue page after the replay", pageOf(qpath, "#flash"))
+	if got := bt.text("#flash"); !strings.Contains(got, "Replayed 1 dead letter(s)") {
+		t.Errorf("after the replay the page says %q", got)
+	}
+	// The counts change (on RabbitMQ the broker's counts may lag a moment:
+	// reload until they show).
+	waitFor(t, "the counts after the replay", func() bool {
+		bt.open(srv.URL + qpath)
+		bt.waitJS("the queue page", pageOf(qpath, "dd.ready"))
+		return bt.text("dd.ready") == "2" && bt.text("dd.dead") == "1"
+	})
+
+	// Markup in the kind, reason, body and headers shows as text and never
+	// runs: on every page that shows them, with the page's CSP, and with
+	// the CSP turned off so that only the escaping stands in the way.
+	xpath := qpath + "/dead/" + url.PathEscape(xss)
+	pages := []string{xpath, qpath + "/dead", qpath, "/", qpath + "/confirm?" + url.Values{"op": {"purge"}, "kind": {xssKind}}.Encode()}
+	checkInert := func(bt *browserTab, csp string) {
+		for _, p := range pages {
+			bt.open(srv.URL + p)
+			bt.waitJS(p+" loaded", "document.readyState === 'complete' && document.querySelector('main') !== null")
+			got := eval[map[string]any](bt, `({title: document.title, pwned: typeof window.filaPwned,
+				imgs: document.querySelectorAll('img').length, scripts: document.scripts.length})`)
+			if got["pwned"] != "undefined" || strings.Contains(fmt.Sprint(got["title"]), "pwned") ||
+				got["imgs"] != float64(0) || got["scripts"] != float64(1) {
+				t.Errorf("%s, %s: the payload took effect: %v", p, csp, got)
+			}
+		}
+		bt.open(srv.URL + xpath)
+		bt.waitJS("the letter page", pageOf(xpath, "#body"))
+		for sel, want := range map[string]string{"#reason": xssReason, "#body": xssBody, "#letter-kind": xssKind,
+			"#headers th": "h" + imgPayload, "#headers td": scriptPayload} {
+			if got := bt.text(sel); got != want {
+				t.Errorf("%s: %s shows %q, want it literally: %q", csp, sel, got, want)
+			}
+		}
+	}
+	checkInert(bt, "with CSP")
+	bare := tab(t)
+	if _, err := chromedp.Call(bare.ctx, page.SetBypassCSP, page.SetBypassCSPParams{Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	checkInert(bare, "without CSP")
+
+	// Read-only: no action on the page, and the server refuses them.
+	ro := serve(t, c, ui.Options{Refresh: -1, ReadOnly: true, Queues: o.Queues})
+	bt.open(ro.URL + xpath)
+	bt.waitJS("the read-only letter page", pageOf(xpath, "#reason"))
+	if eval[bool](bt, exists("#replay")) || eval[bool](bt, exists("form")) {
+		t.Error("read-only letter page shows an action")
+	}
+	if st := bt.open(ro.URL + qpath + "/confirm?op=replay&all=1"); st != http.StatusForbidden || !strings.Contains(bt.text("#error"), "read-only") {
+		t.Errorf("read-only confirmation page: status %d, says %q", st, bt.text("#error"))
+	}
+	posted, err := chromedp.Run(bt.ctx, chromedp.Evaluate[float64](fmt.Sprintf(
+		`fetch(%s, {method: "POST", body: new URLSearchParams({all: "1", csrf: "x"})}).then(r => r.status)`, jsString(qpath+"/replay")),
+		chromedp.EvalAwaitPromise))
+	if err != nil || posted != http.StatusForbidden {
+		t.Errorf("POST replay on a read-only dashboard from the page: status %v, %v", posted, err)
+	}
+	if s := stats(t, c, q); s.Dead != 1 {
+		t.Errorf("the read-only dashboard changed the queue: %+v", s)
+	}
+	// The 403 of the refused confirmation is the one error expected.
+	bt.noErrors("403")
+	bare.noErrors("403")
+}
+
+// serve serves a dashboard over HTTP for the test.
+func serve(t *testing.T, c *fila.Client, o ui.Options) *httptest.Server {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = testenv.NewLogRecorder().Logger()
+	}
+	h, err := ui.New(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Close()
+		h.Close()
+	})
+	return srv
+}
+
+// TestBrowserRefresh checks the page's script: the overview picks up new
+// counts by itself, without reloading the page.
+func TestBrowserRefresh(t *testing.T) {
+	t.Parallel()
+	bt := tab(t)
+	c := open(t, "mem://"+unique("uirefresh"))
+	enqueue(t, c, "jobs", fila.Message{Kind: "k", Body: []byte("x")})
+	srv := serve(t, c, ui.Options{Refresh: 100 * time.Millisecond})
+	bt.open(srv.URL + "/")
+	card := `section.card[data-queue="jobs"]`
+	bt.waitJS("the card", exists(card+" dd.ready"))
+	if got := bt.text(card + " dd.ready"); got != "1" {
+		t.Fatalf("ready shows %q, want 1", got)
+	}
+	// A mark that a reload would wipe out.
+	eval[chromedp.Void](bt, "window.filaMark = 1")
+	enqueue(t, c, "jobs", fila.Message{Kind: "k", Body: []byte("x")}, fila.Message{Kind: "k", Body: []byte("x")})
+	bt.waitJS("the new count", fmt.Sprintf(`document.querySelector(%s).textContent === "3"`, jsString(card+" dd.ready")))
+	if !eval[bool](bt, "window.filaMark === 1") {
+		t.Error("the page was reloaded instead of refreshed in place")
+	}
+	if got := bt.text("#refresh-status"); !strings.HasPrefix(got, "updated") {
+		t.Errorf("refresh status %q", got)
+	}
+	// Pausing stops the refresh.
+	bt.do("pausing", chromedp.Click(chromedp.CSS("#refresh-toggle")))
+	bt.waitJS("the pause", `document.getElementById("refresh-status").textContent === "refresh paused"`)
+	was := eval[string](bt, `document.body.getAttribute("data-refreshed")`)
+	enqueue(t, c, "jobs", fila.Message{Kind: "k", Body: []byte("x")})
+	// Several refresh periods go by; nothing may change while paused. A
+	// fetch already under way when the button was clicked may still land,
+	// so the mark is read once the pause shows and again after.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if got := eval[string](bt, `document.body.getAttribute("data-refreshed")`); got != was {
+			t.Fatalf("refreshed while paused (%s, then %s)", was, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	bt.noErrors()
+}
+
+// TestBrowserScreenshot runs a small workload on the memory broker with a
+// worker feeding a Recorder, and takes a screenshot of the overview once
+// the charts are drawn. With -update-screenshot it writes it to
+// docs/ui-overview.png, the README's picture; otherwise to a temporary
+// file, checked to be a real image.
+func TestBrowserScreenshot(t *testing.T) {
+	t.Parallel()
+	bt := tab(t)
+	c := open(t, "mem://"+unique("uishot"))
+	rec := ui.NewRecorder()
+	cfg := worker.Config{Queues: map[string]worker.QueueConfig{"emails": {Concurrency: 4}, "reports": {Concurrency: 1}, "webhooks": {Concurrency: 2}},
+		Logger: testenv.NewLogRecorder().Logger()}
+	rec.Instrument(&cfg)
+	w, err := worker.New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := func(min, spread time.Duration, failEvery int) func(context.Context, *fila.Delivery) error {
+		return func(ctx context.Context, d *fila.Delivery) error {
+			select {
+			case <-time.After(min + rand.N(spread)):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if failEvery > 0 && rand.IntN(failEvery) == 0 {
+				return worker.Permanent(errors.New("upstream answered 422 Unprocessable Entity"))
+			}
+			return nil
+		}
+	}
+	w.HandleFunc("email.welcome", work(10*time.Millisecond, 30*time.Millisecond, 0))
+	w.HandleFunc("email.digest", work(60*time.Millisecond, 80*time.Millisecond, 12))
+	w.HandleFunc("report.daily", work(150*time.Millisecond, 100*time.Millisecond, 0))
+	w.HandleFunc("webhook.deliver", work(20*time.Millisecond, 60*time.Millisecond, 4))
+	w.HandleFunc("webhook.retry", work(20*time.Millisecond, 20*time.Millisecond, 6))
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = w.Run(ctx) }()
+	// Producers: emails keep up, reports fall behind (their oldest ready
+	// age climbs), webhooks fail now and then into the dead letters.
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(40 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			msgs := map[string][]fila.Message{
+				"emails":   {{Kind: "email.welcome", Body: []byte("{}")}},
+				"webhooks": {{Kind: "webhook.deliver", Body: []byte("{}")}},
+			}
+			if i%2 == 0 {
+				msgs["emails"] = append(msgs["emails"], fila.Message{Kind: "email.digest", Body: []byte("{}")})
+				msgs["webhooks"] = append(msgs["webhooks"], fila.Message{Kind: "webhook.retry", Body: []byte("{}")})
+			}
+			if i%4 == 0 {
+				msgs["reports"] = []fila.Message{{Kind: "report.daily", Body: []byte("{}")}}
+			}
+			for q, ms := range msgs {
+				if _, err := c.EnqueueBatch(ctx, q, ms); err != nil && ctx.Err() == nil {
+					t.Errorf("enqueue: %v", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { stop(); wg.Wait() })
+
+	const span = 8 * time.Second
+	srv := serve(t, c, ui.Options{SampleInterval: 100 * time.Millisecond, History: span, Refresh: -1, RunTimes: rec,
+		Broker: "mem://demo"})
+	// Let the workload fill the charts' span, watching the page meanwhile.
+	began := time.Now()
+	bt.open(srv.URL + "/")
+	bt.waitJS("the overview", exists(`section.card[data-queue="webhooks"] svg`))
+	if d := span - time.Since(began); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-bt.ctx.Done():
+		}
+	}
+	stop() // freeze the numbers
+	bt.open(srv.URL + "/")
+	bt.waitJS("the charts", `document.querySelectorAll("section.card polyline").length >= 6`)
+	shot, err := chromedp.Run(bt.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.DecodeConfig(bytes.NewReader(shot))
+	if err != nil || img.Width < 1000 || img.Height < 600 {
+		t.Fatalf("screenshot: %v, %dx%d", err, img.Width, img.Height)
+	}
+	out := filepath.Join(t.TempDir(), "ui-overview.png")
+	if *updateScreenshot {
+		out = filepath.Join("..", "docs", "ui-overview.png")
+	}
+	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("overview screenshot (%dx%d) in %s; Chromium started in %v", img.Width, img.Height, out, browser.start)
+	bt.noErrors()
+}

@@ -1,0 +1,113 @@
+// Package ui is Fila's web dashboard: an http.Handler that shows every
+// queue of a broker with the three numbers that tell trouble early (how
+// long the oldest ready message has waited, dead letters per kind, p95 run
+// time per kind), lets an operator read dead letters in full, and replay,
+// purge or delete behind a confirmation step. It works the same on every
+// driver. `fila ui` serves it standalone.
+//
+// # Mounting
+//
+//	h, err := ui.New(client, ui.Options{
+//		Prefix:   "/fila",                     // where it is mounted
+//		Password: os.Getenv("FILA_UI_PASSWORD"), // basic auth; or Token for a bearer token
+//		ReadOnly: false,
+//	})
+//	if err != nil { ... }
+//	defer h.Close() // stops the sampler; the client stays open
+//	mux.Handle("/fila/", h)
+//
+// The handler expects the full request path, prefix included (do not wrap
+// it in http.StripPrefix), and builds its links with Options.Prefix. Its
+// pages, script and style sheet are embedded in the binary: no build step,
+// no CDN, it works offline.
+//
+// # Pages
+//
+//   - Overview (Prefix + "/"): every queue Client.QueueList names, plus
+//     Options.Queues (the only ones on RabbitMQ, which cannot list its
+//     queues), with ready, delayed, leased and dead counts, the oldest
+//     ready age and three small charts of the last hour: the oldest ready
+//     age, dead letters per kind and the p95 run time per kind. The page
+//     reloads its numbers every Options.Refresh.
+//   - Queue: the same numbers and charts, dead letters per kind, and the
+//     actions.
+//   - Dead letters: a page of 50 at a time, filtered by kind; one letter in
+//     full: reason (with its stack trace), headers, and body as text when
+//     it is valid UTF-8, else as a hex dump (the first 64 KiB of text or
+//     16 KiB of bytes; the whole body is a download).
+//   - Actions: replay (one, a kind, all), purge (one, a kind, all) and
+//     queue delete. Each link opens a confirmation page that says what will
+//     happen (with the counts where the broker has them); only its button
+//     acts.
+//
+// # Charts
+//
+// A sampler started by New reads every shown queue's stats each
+// Options.SampleInterval (15s) and keeps Options.History (1h) of them in
+// memory: about 240 points per queue. Each p95 point covers the jobs that
+// ended in the four sampling intervals before it (a minute by default).
+// The run times come from Options.RunTimes: a Recorder installed in the worker of the same process
+// (Recorder.Instrument), or any RunTimeSource (RunTimeFunc wraps a
+// function, for example one querying Prometheus). A standalone dashboard
+// has none and says so.
+//
+// # What a broker does not report
+//
+// A number the broker cannot report is shown as "n/a" with the reason on
+// hover, never as 0: RabbitMQ reports neither the oldest ready time nor
+// dead letters per kind, and counts delayed and leased messages only for
+// the process that made them (shown as "≥ N" from what the dashboard's own
+// client knows, "n/a" when it knows of none). An oldest ready age of "-"
+// means nothing is ready.
+//
+// # Security
+//
+// Message bodies, headers, kinds, queue names and reasons are untrusted:
+// every one is escaped by html/template, and the Content-Security-Policy
+// allows no inline script at all (the page's one script is an embedded
+// file), so a body holding <script> shows as text and never runs.
+//
+//   - Authentication is optional: Options.Token admits "Authorization:
+//     Bearer TOKEN" (scripts, proxies), Options.Password admits HTTP basic
+//     authentication (browsers ask for it), with Options.User as the user
+//     name when set. Both are compared in constant time and never appear in
+//     pages, logs or errors. Without either, anyone who reaches the handler
+//     can use it: mount it behind your own authentication, or on loopback.
+//   - Actions are POST only, from the confirmation page's form, which
+//     carries a CSRF token: an HMAC, under a random key of the handler, of
+//     a random value in a SameSite=Strict, HttpOnly cookie.
+//     http.CrossOriginProtection refuses cross-origin POSTs besides. A POST
+//     without a valid token is refused with 403 and changes nothing.
+//   - Options.ReadOnly hides every action and refuses them on the server
+//     (403), confirmation pages included.
+//   - Every response sets Content-Security-Policy (no inline script or
+//     style, frame-ancestors 'none', form-action 'self'), X-Frame-Options
+//     DENY, X-Content-Type-Options nosniff and Referrer-Policy no-referrer;
+//     every page and download Cache-Control no-store (they hold message
+//     data; only the script, style sheet and icon may be cached). A body
+//     download is an attachment with a sandboxing policy.
+//   - Options.Broker, shown in the header, goes through fila.Redact: a
+//     password in the URL never shows.
+//
+// The handler serves plain HTTP: across a network, put TLS in front of it
+// (the CSRF cookie is marked Secure when the request came over TLS). It
+// does not check the Host header: a handler without credentials on
+// loopback can be reached by a web page whose name its owner made resolve
+// to 127.0.0.1 (DNS rebinding), so check the host in front of it, or set a
+// password. fila ui does so on loopback, answering only to localhost,
+// 127.0.0.1 and [::1].
+//
+// # Logging
+//
+// Actions taken are logged at Info on Options.Logger (queue, selection,
+// count, remote address, basic-auth user name), failed broker calls at
+// Warn, refused requests at Debug. The sampler's failures follow Fila's
+// outage rule: a Warn when they start, Debug while they last with a Warn
+// reminder after 1, 2, 4… minutes, an Info when reading works again.
+//
+// # Pause, resume, cancel
+//
+// Pausing and resuming a queue and cancelling jobs are being added to
+// fila.Client separately; the places for their actions are marked
+// PAUSE/RESUME/CANCEL in this package's source.
+package ui

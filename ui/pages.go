@@ -1,0 +1,606 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fila-go/fila"
+)
+
+// Limits of the pages.
+const (
+	// pageSize is how many dead letters a list page shows.
+	pageSize = 50
+	// maxTextBody and maxHexBody bound the body shown on a dead letter's
+	// page (a hex dump is four times as long); the whole body is a
+	// download away.
+	maxTextBody = 64 << 10
+	maxHexBody  = 16 << 10
+	// callTimeout bounds one page's broker calls.
+	callTimeout = 30 * time.Second
+	// statsParallel bounds the stats read at once for the overview.
+	statsParallel = 4
+	// maxFindPages bounds the pages of dead letters read to find one by id.
+	maxFindPages = 100
+)
+
+// page is what every template gets: the layout's fields and the page's
+// own in P.
+type page struct {
+	Title     string
+	Prefix    string
+	Broker    string
+	Driver    string
+	ReadOnly  bool
+	RefreshMS int64
+	CSRF      string
+	Crumbs    []crumb
+	Flash     string
+	P         any
+}
+
+type crumb struct {
+	Text string
+	URL  string
+}
+
+// count is one number of a queue's stats as shown: its text, and why it
+// is n/a when it is.
+type count struct {
+	Text string
+	NA   bool
+	Why  string
+}
+
+// statsView is a queue's stats as shown.
+type statsView struct {
+	Err                          string
+	Ready, Delayed, Leased, Dead count
+	Oldest                       count
+	// OldestLate marks an oldest ready age above a minute.
+	OldestLate bool
+	// Kinds are the dead letters per kind, largest first; KindsNA when the
+	// broker does not count them.
+	Kinds   []kindCount
+	KindsNA bool
+	Note    string
+}
+
+type kindCount struct {
+	Kind      string
+	Count     string
+	ListURL   string
+	ReplayURL string
+	PurgeURL  string
+}
+
+// partialCounts names the drivers whose delayed and leased counts hold only
+// what the client's own process handled (see package rabbitmq's
+// QueueStats), with the note the pages show.
+var partialCounts = map[string]string{
+	"rabbitmq": "RabbitMQ counts delayed and leased messages only for the process that made them: " +
+		"the dashboard shows those it knows of as a lower bound (≥), n/a when it knows of none. " +
+		"It reports neither the oldest ready age nor dead letters per kind.",
+}
+
+// statsView makes the view of a queue's stats read at now, or of the error
+// reading them.
+func (h *Handler) statsView(queue string, st fila.Stats, err error, now time.Time) statsView {
+	var v statsView
+	if errors.Is(err, fila.ErrUnsupported) {
+		na := count{Text: notReported, NA: true, Why: "the " + h.driver + " driver does not report queue stats"}
+		v.Ready, v.Delayed, v.Leased, v.Dead, v.Oldest = na, na, na, na, na
+		v.KindsNA = true
+		return v
+	}
+	if err != nil {
+		v.Err = "stats: " + err.Error()
+		return v
+	}
+	v.Ready = count{Text: fmtCount(st.Ready)}
+	v.Dead = count{Text: fmtCount(st.Dead)}
+	v.Delayed = count{Text: fmtCount(st.Delayed)}
+	v.Leased = count{Text: fmtCount(st.Leased)}
+	if note, partial := partialCounts[h.driver]; partial {
+		v.Note = note
+		lower := func(n int64) count {
+			why := "counted only for the processes that made them"
+			if n == 0 {
+				return count{Text: notReported, NA: true, Why: why}
+			}
+			return count{Text: "≥" + fmtCount(n), Why: why}
+		}
+		v.Delayed, v.Leased = lower(st.Delayed), lower(st.Leased)
+	}
+	switch {
+	case st.Ready == 0:
+		v.Oldest = count{Text: "-", Why: "nothing is ready"}
+	case st.OldestReadyAt.IsZero():
+		v.Oldest = count{Text: notReported, NA: true, Why: "the " + h.driver + " broker does not report when its oldest ready message became ready"}
+	default:
+		age := st.OldestReadyAge(now)
+		v.Oldest = count{Text: fmtDuration(age)}
+		v.OldestLate = age > time.Minute
+	}
+	if st.DeadByKind == nil {
+		v.KindsNA = true
+		return v
+	}
+	for k, n := range st.DeadByKind {
+		kc := kindCount{Kind: k, Count: fmtCount(n), ListURL: h.deadURL(queue, k, "")}
+		if !h.o.ReadOnly {
+			kc.ReplayURL = h.confirmURL(queue, opReplay, nil, k, false)
+			kc.PurgeURL = h.confirmURL(queue, opPurge, nil, k, false)
+		}
+		v.Kinds = append(v.Kinds, kc)
+	}
+	slices.SortFunc(v.Kinds, func(a, b kindCount) int {
+		na, nb := st.DeadByKind[a.Kind], st.DeadByKind[b.Kind]
+		if na != nb {
+			if na > nb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Kind, b.Kind)
+	})
+	return v
+}
+
+// charts makes the three charts of a queue from the sampler's history.
+func (h *Handler) charts(queue string, now time.Time) []chartView {
+	ss := h.hist.get(queue)
+	f := chartFrame{now: now, span: h.history, maxGap: h.interval*5/2 + time.Second}
+	return []chartView{f.ageChart(ss, h.driver), f.deadChart(ss, h.driver), f.runChart(ss, h.o.RunTimes != nil)}
+}
+
+// queueCard is one queue on the overview.
+type queueCard struct {
+	Name   string
+	URL    string
+	Stats  statsView
+	Charts []chartView
+}
+
+type overviewView struct {
+	Queues  []queueCard
+	Note    string
+	ListErr string
+}
+
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	names, canList, err := h.queueNames(ctx)
+	v := overviewView{}
+	if err != nil {
+		v.ListErr = err.Error()
+		h.log.Warn("fila ui: listing queues failed", "error", err)
+	}
+	if !canList {
+		if len(h.o.Queues) == 0 {
+			v.Note = "The " + h.driver + " broker cannot list its queues: name the queues to show (Options.Queues, or fila ui --queue)."
+		} else {
+			v.Note = "The " + h.driver + " broker cannot list its queues: showing the configured ones."
+		}
+	}
+	v.Queues = make([]queueCard, len(names))
+	sem := make(chan struct{}, statsParallel)
+	var wg sync.WaitGroup
+	for i, q := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			st, err := h.c.QueueStats(ctx, q)
+			now := time.Now()
+			v.Queues[i] = queueCard{Name: q, URL: h.queueURL(q), Stats: h.statsView(q, st, err, now), Charts: h.charts(q, now)}
+		}()
+	}
+	wg.Wait()
+	pg := &page{Title: "Queues", Crumbs: []crumb{{Text: "Queues"}}, P: v, RefreshMS: h.refreshMS()}
+	if r.URL.Query().Get("done") == "delete" {
+		if q := r.URL.Query().Get("queue"); fila.ValidateQueueName(q) == nil {
+			pg.Flash = "Deleted queue " + q + "."
+		}
+	}
+	h.render(w, r, http.StatusOK, "overview", pg)
+}
+
+func (h *Handler) refreshMS() int64 {
+	if h.refresh < 0 {
+		return 0
+	}
+	return h.refresh.Milliseconds()
+}
+
+// queueView is the queue page.
+type queueView struct {
+	Name         string
+	Stats        statsView
+	Charts       []chartView
+	DeadURL      string
+	ReplayAllURL string
+	PurgeAllURL  string
+	DeleteURL    string
+}
+
+// pathQueue returns the queue named in r's path, or an error for an
+// invalid name.
+func pathQueue(r *http.Request) (string, error) {
+	q := r.PathValue("queue")
+	if err := fila.ValidateQueueName(q); err != nil {
+		return "", &httpError{status: http.StatusNotFound, msg: "no such queue: " + err.Error()}
+	}
+	return q, nil
+}
+
+func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
+	q, err := pathQueue(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	st, err := h.c.QueueStats(ctx, q)
+	if err != nil && !errors.Is(err, fila.ErrUnsupported) {
+		h.log.Warn("fila ui: reading queue stats failed", "queue", q, "error", err)
+	}
+	now := time.Now()
+	v := queueView{Name: q, Stats: h.statsView(q, st, err, now), Charts: h.charts(q, now), DeadURL: h.deadURL(q, "", "")}
+	if !h.o.ReadOnly {
+		v.ReplayAllURL = h.confirmURL(q, opReplay, nil, "", true)
+		v.PurgeAllURL = h.confirmURL(q, opPurge, nil, "", true)
+		v.DeleteURL = h.confirmURL(q, opDelete, nil, "", false)
+	}
+	pg := &page{Title: "Queue " + q, Crumbs: []crumb{{"Queues", h.prefix + "/"}, {Text: q}}, P: v, RefreshMS: h.refreshMS()}
+	pg.Flash = doneFlash(r.URL.Query())
+	h.render(w, r, http.StatusOK, "queue", pg)
+}
+
+// doneFlash is the message of an action that redirected here with
+// done=OP&n=N; only those two known values are read, never text.
+func doneFlash(q url.Values) string {
+	n, err := strconv.Atoi(q.Get("n"))
+	if err != nil || n < 0 {
+		return ""
+	}
+	switch q.Get("done") {
+	case opReplay:
+		return fmt.Sprintf("Replayed %d dead letter(s): they are ready again, attempts reset.", n)
+	case opPurge:
+		return fmt.Sprintf("Purged %d dead letter(s).", n)
+	}
+	return ""
+}
+
+// letterRow is a dead letter in a list.
+type letterRow struct {
+	ID        string
+	URL       string
+	Kind      string
+	Attempts  int
+	Enqueued  string
+	DeadAt    string
+	Reason    string
+	ReplayURL string
+	PurgeURL  string
+}
+
+type deadListView struct {
+	Name        string
+	Kind        string
+	ListURL     string
+	KindOptions []kindOption
+	Letters     []letterRow
+	NextURL     string
+	FirstURL    string
+	QueueURL    string
+	// Bulk actions for the list's selection (a kind, or all).
+	ReplayURL string
+	PurgeURL  string
+}
+
+type kindOption struct {
+	Kind     string
+	Count    string
+	Selected bool
+}
+
+func (h *Handler) deadList(w http.ResponseWriter, r *http.Request) {
+	q, err := pathQueue(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	kind, cursor := r.URL.Query().Get("kind"), r.URL.Query().Get("cursor")
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	pg, err := h.c.DeadList(ctx, q, fila.DeadListParams{Kind: kind, Limit: pageSize, Cursor: cursor})
+	if err != nil {
+		h.fail(w, r, fmt.Errorf("listing the dead letters of %s: %w", q, err))
+		return
+	}
+	v := deadListView{Name: q, Kind: kind, ListURL: h.deadURL(q, "", ""), QueueURL: h.queueURL(q)}
+	if st, err := h.c.QueueStats(ctx, q); err == nil && st.DeadByKind != nil {
+		for k, n := range st.DeadByKind {
+			v.KindOptions = append(v.KindOptions, kindOption{Kind: k, Count: fmtCount(n), Selected: k == kind})
+		}
+		if kind != "" && st.DeadByKind[kind] == 0 {
+			v.KindOptions = append(v.KindOptions, kindOption{Kind: kind, Count: "0", Selected: true})
+		}
+		slices.SortFunc(v.KindOptions, func(a, b kindOption) int { return strings.Compare(a.Kind, b.Kind) })
+	}
+	for _, l := range pg.Letters {
+		row := letterRow{ID: l.ID, URL: h.letterURL(q, l.ID), Kind: l.Kind, Attempts: l.Attempts,
+			Enqueued: fmtTime(l.EnqueuedAt), DeadAt: fmtTime(l.DeadAt), Reason: firstLine(l.Reason, 100)}
+		if !h.o.ReadOnly {
+			row.ReplayURL = h.confirmURL(q, opReplay, []string{l.ID}, "", false)
+			row.PurgeURL = h.confirmURL(q, opPurge, []string{l.ID}, "", false)
+		}
+		v.Letters = append(v.Letters, row)
+	}
+	if pg.Next != "" {
+		v.NextURL = h.deadURL(q, kind, pg.Next)
+	}
+	if cursor != "" {
+		v.FirstURL = h.deadURL(q, kind, "")
+	}
+	if !h.o.ReadOnly && len(v.Letters) > 0 {
+		v.ReplayURL = h.confirmURL(q, opReplay, nil, kind, kind == "")
+		v.PurgeURL = h.confirmURL(q, opPurge, nil, kind, kind == "")
+	}
+	p := &page{Title: "Dead letters of " + q, P: v,
+		Crumbs: []crumb{{"Queues", h.prefix + "/"}, {q, h.queueURL(q)}, {Text: "Dead letters"}}}
+	h.render(w, r, http.StatusOK, "dead", p)
+}
+
+// header is one header of a dead letter.
+type header struct{ Key, Value string }
+
+type letterView struct {
+	ID          string
+	Queue       string
+	Kind        string
+	Attempts    int
+	MaxAttempts int
+	Enqueued    string
+	DeadAt      string
+	DedupKey    string
+	Reason      string
+	Headers     []header
+	Body        string
+	BodyInfo    string
+	Truncated   bool
+	RawURL      string
+	ReplayURL   string
+	PurgeURL    string
+	ListURL     string
+}
+
+// findDead pages through queue's dead letters until it finds id.
+func (h *Handler) findDead(ctx context.Context, queue, id string) (*fila.DeadLetter, error) {
+	p := fila.DeadListParams{Limit: fila.MaxReceive}
+	for range maxFindPages {
+		page, err := h.c.DeadList(ctx, queue, p)
+		if err != nil {
+			return nil, err
+		}
+		for i := range page.Letters {
+			if page.Letters[i].ID == id {
+				return &page.Letters[i], nil
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		p.Cursor = page.Next
+	}
+	return nil, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("no dead letter %s in queue %s (replayed or purged already?)", id, queue)}
+}
+
+func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
+	q, err := pathQueue(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	l, err := h.findDead(ctx, q, id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	v := letterView{ID: l.ID, Queue: q, Kind: l.Kind, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts,
+		Enqueued: fmtTime(l.EnqueuedAt), DeadAt: fmtTime(l.DeadAt), DedupKey: l.DedupKey, Reason: l.Reason,
+		RawURL: h.letterURL(q, l.ID) + "/body", ListURL: h.deadURL(q, "", "")}
+	for k, val := range l.Headers {
+		v.Headers = append(v.Headers, header{k, val})
+	}
+	slices.SortFunc(v.Headers, func(a, b header) int { return strings.Compare(a.Key, b.Key) })
+	if utf8.Valid(l.Body) {
+		shown := cutUTF8(l.Body, maxTextBody)
+		v.Body, v.Truncated = string(shown), len(shown) < len(l.Body)
+		v.BodyInfo = fmt.Sprintf("%s bytes, text", fmtCount(int64(len(l.Body))))
+	} else {
+		shown := l.Body[:min(len(l.Body), maxHexBody)]
+		v.Body, v.Truncated = hex.Dump(shown), len(shown) < len(l.Body)
+		v.BodyInfo = fmt.Sprintf("%s bytes, not UTF-8: hex dump", fmtCount(int64(len(l.Body))))
+	}
+	if !h.o.ReadOnly {
+		v.ReplayURL = h.confirmURL(q, opReplay, []string{l.ID}, "", false)
+		v.PurgeURL = h.confirmURL(q, opPurge, []string{l.ID}, "", false)
+	}
+	p := &page{Title: "Dead letter " + l.ID, P: v,
+		Crumbs: []crumb{{"Queues", h.prefix + "/"}, {q, h.queueURL(q)}, {"Dead letters", h.deadURL(q, "", "")}, {Text: l.ID}}}
+	h.render(w, r, http.StatusOK, "letter", p)
+}
+
+// deadBody serves a dead letter's body as a download: never rendered by
+// the browser (attachment, octet-stream, nosniff, a sandboxing CSP).
+func (h *Handler) deadBody(w http.ResponseWriter, r *http.Request) {
+	q, err := pathQueue(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	l, err := h.findDead(ctx, q, r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	hd.Set("Content-Type", "application/octet-stream")
+	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": "dead-" + safeFileName(l.ID) + ".bin"}))
+	hd.Set("Content-Length", strconv.Itoa(len(l.Body)))
+	_, _ = w.Write(l.Body)
+}
+
+// safeFileName keeps the letters, digits, '-' and '_' of s.
+func safeFileName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+// staticFile serves the embedded script and style sheet.
+func (h *Handler) staticFile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	b, err := fs.ReadFile(h.static, name)
+	if err != nil {
+		h.fail(w, r, &httpError{status: http.StatusNotFound, msg: "no such file"})
+		return
+	}
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ct)
+	// Assets are not secret and change only with the binary.
+	w.Header().Set("Cache-Control", "private, max-age=300")
+	_, _ = w.Write(b)
+}
+
+// errorView is the error page.
+type errorView struct {
+	Status  int
+	Text    string
+	Message string
+}
+
+// fail answers err with its status and the error page. Server-side
+// failures are logged; the message never holds credentials (fila's errors
+// do not carry them).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := errStatus(err)
+	if status >= 500 {
+		h.log.Warn("fila ui: request failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
+	} else {
+		h.log.Debug("fila ui: request refused", "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
+	}
+	p := &page{Title: http.StatusText(status), P: errorView{Status: status, Text: http.StatusText(status), Message: err.Error()},
+		Crumbs: []crumb{{"Queues", h.prefix + "/"}, {Text: "Error"}}}
+	h.render(w, r, status, "error", p)
+}
+
+// render executes the named page into a buffer and writes it with status.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, p *page) {
+	p.Prefix, p.Broker, p.Driver, p.ReadOnly = h.prefix, h.broker, h.driver, h.o.ReadOnly
+	var buf bytes.Buffer
+	if err := h.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
+		h.log.Error("fila ui: rendering a page failed", "page", name, "error", err)
+		http.Error(w, "500 internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// parsePages parses each page's template with the shared layout.
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		// cell pairs a count with the class of its cell.
+		"cell": func(class string, c count) any {
+			return struct {
+				Class string
+				C     count
+			}{class, c}
+		},
+	}
+	base, err := template.New("base").Funcs(funcs).ParseFS(assets, "assets/templates/layout.html", "assets/templates/parts.html")
+	if err != nil {
+		return nil, fmt.Errorf("ui: parsing the layout: %w", err)
+	}
+	pages := map[string]*template.Template{}
+	for _, name := range []string{"overview", "queue", "dead", "letter", "confirm", "error"} {
+		t, err := template.Must(base.Clone()).ParseFS(assets, "assets/templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("ui: parsing page %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// URLs of the pages, with the prefix. Queue names need no escaping (they
+// are letters, digits and ".-_"); ids and kinds are escaped.
+
+func (h *Handler) queueURL(q string) string { return h.prefix + "/queues/" + q }
+
+func (h *Handler) deadURL(q, kind, cursor string) string {
+	u := h.prefix + "/queues/" + q + "/dead"
+	v := url.Values{}
+	if kind != "" {
+		v.Set("kind", kind)
+	}
+	if cursor != "" {
+		v.Set("cursor", cursor)
+	}
+	if len(v) > 0 {
+		u += "?" + v.Encode()
+	}
+	return u
+}
+
+func (h *Handler) letterURL(q, id string) string {
+	return h.prefix + "/queues/" + q + "/dead/" + url.PathEscape(id)
+}
+
+func (h *Handler) confirmURL(q, op string, ids []string, kind string, all bool) string {
+	v := url.Values{"op": {op}}
+	if len(ids) > 0 {
+		v["id"] = ids
+	}
+	if kind != "" {
+		v.Set("kind", kind)
+	}
+	if all {
+		v.Set("all", "1")
+	}
+	return h.prefix + "/queues/" + q + "/confirm?" + v.Encode()
+}
