@@ -249,14 +249,19 @@ func runFailover(t *testing.T, url, queue string, kill func()) failoverResult {
 				}
 				continue
 			}
-			if err := c.AckBatch(cctx, ds); err != nil && cctx.Err() == nil {
-				continue // redelivered after its lease: handled again below
-			}
+			// Handled means delivered to this consumer: an ack that fails
+			// (a connection lost mid-call) may still have been stored, and
+			// the message is then never delivered again.
 			mu.Lock()
 			for _, d := range ds {
 				seq, _ := strconv.Atoi(string(d.Body))
 				handled[seq]++
 			}
+			mu.Unlock()
+			if err := c.AckBatch(cctx, ds); err != nil {
+				continue // those not stored come back after their leases
+			}
+			mu.Lock()
 			acks = append(acks, time.Now())
 			mu.Unlock()
 		}

@@ -43,6 +43,9 @@
       }
       return res.text();
     }).then(function (html) {
+      if (paused) {
+        return; // paused while the fetch was under way: keep the page as it is
+      }
       // The server escaped every value; parsed scripts never run anyway.
       var doc = new DOMParser().parseFromString(html, 'text/html');
       var fresh = doc.getElementById('live');
@@ -54,7 +57,9 @@
       document.body.setAttribute('data-refreshed', String(Date.now()));
       say('updated ' + new Date().toLocaleTimeString(), false);
     }).catch(function (err) {
-      say('refresh failed: ' + err.message, true);
+      if (!paused) {
+        say('refresh failed: ' + err.message, true);
+      }
     }).finally(function () {
       busy = false;
     });
