@@ -186,11 +186,12 @@ func runFailover(t *testing.T, url, queue string, kill func()) failoverResult {
 	}
 	defer c.Close()
 	var (
-		mu        sync.Mutex
-		confirmed = map[int]bool{}
-		handled   = map[int]int{}
-		acks      []time.Time
-		enqs      []time.Time
+		mu          sync.Mutex
+		confirmed   = map[int]bool{}
+		confirmedAt = map[int]time.Time{}
+		handled     = map[int]int{}
+		acks        []time.Time
+		enqs        []time.Time
 	)
 	count := func() (int, int) {
 		mu.Lock()
@@ -201,9 +202,11 @@ func runFailover(t *testing.T, url, queue string, kill func()) failoverResult {
 	var stopOnce sync.Once
 	stop := func() { stopOnce.Do(func() { close(stopProd) }) }
 	var wg sync.WaitGroup
+	prodDone := make(chan struct{})
 	wg.Add(1)
 	go func() { // producer
 		defer wg.Done()
+		defer close(prodDone)
 		for seq := 0; ; seq++ {
 			for {
 				select {
@@ -217,6 +220,7 @@ func runFailover(t *testing.T, url, queue string, kill func()) failoverResult {
 				if err == nil {
 					mu.Lock()
 					confirmed[seq] = true
+					confirmedAt[seq] = time.Now()
 					enqs = append(enqs, time.Now())
 					mu.Unlock()
 					break
@@ -277,6 +281,9 @@ func runFailover(t *testing.T, url, queue string, kill func()) failoverResult {
 		t.Fatalf("after the kill the producer confirmed %d more enqueues in 60s, want 300; the client's log ends:\n%s", n-before, logBuf.tail())
 	}
 	stop()
+	// An enqueue in flight when stop was called may still be confirmed:
+	// drain only once the producer has returned.
+	<-prodDone
 	if !waitUntil(60*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -297,7 +304,12 @@ func runFailover(t *testing.T, url, queue string, kill func()) failoverResult {
 	for seq := range confirmed {
 		if handled[seq] == 0 {
 			r.lost++
+			t.Logf("lost: seq %d confirmed at %v relative to the kill", seq, confirmedAt[seq].Sub(killed))
 		}
+	}
+	if r.lost > 0 {
+		st, err := c.QueueStats(context.Background(), queue)
+		t.Logf("queue stats after the drain: %+v, %v; the client's log ends:\n%s", st, err, logBuf.tail())
 	}
 	for _, n := range handled {
 		if n > 1 {
