@@ -145,3 +145,37 @@ type QueueDeleter interface {
 	// and the queue can be used again at once.
 	QueueDelete(ctx context.Context, queue string) error
 }
+
+// Marker is implemented by drivers that can keep small named marks per
+// queue in the broker, seen by every client of it. The portable layer builds
+// queue pause, periodic jobs and unique-for-a-period dedup keys on them.
+// Without it those features return ErrUnsupported.
+//
+// A mark is a name (1 to MaxMarkName bytes of UTF-8 without NUL, chosen by
+// the portable layer) and an expiry. An expired mark does not exist: every
+// method treats it as absent, whenever the broker gets round to deleting it.
+// Deleting a queue (QueueDeleter) deletes its marks.
+type Marker interface {
+	// MarkSet creates or replaces mark name of queue, expiring at until (the
+	// zero time: never). With onlyNew it creates the mark only when no
+	// unexpired mark of that name exists, atomically: of concurrent callers
+	// from any number of processes exactly one gets true. It returns whether
+	// it stored the mark (always true without onlyNew).
+	MarkSet(ctx context.Context, queue, name string, until time.Time, onlyNew bool) (bool, error)
+	// MarkGet reports whether an unexpired mark of that name exists.
+	MarkGet(ctx context.Context, queue, name string) (bool, error)
+	// MarkDelete deletes the mark; deleting one that does not exist is not
+	// an error.
+	MarkDelete(ctx context.Context, queue, name string) error
+}
+
+// MaxMarkName is the longest mark name a Marker must store, in bytes.
+const MaxMarkName = 600
+
+// MarkLister is implemented by Markers that can list the marks of a queue.
+// Without it, cancelling a message by id returns ErrUnsupported.
+type MarkLister interface {
+	// MarkList returns the names of queue's unexpired marks that start with
+	// prefix, sorted.
+	MarkList(ctx context.Context, queue, prefix string) ([]string, error)
+}

@@ -44,6 +44,12 @@ func (s *suite) testFeatures(t *testing.T) {
 	if _, ok := drv.(backend.QueueDeleter); s.has(FeatureQueueDelete) && !ok {
 		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.QueueDeleter", FeatureQueueDelete)
 	}
+	if _, ok := drv.(backend.Marker); s.has(FeatureMarks) && !ok {
+		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.Marker", FeatureMarks)
+	}
+	if _, ok := drv.(backend.MarkLister); s.has(FeatureMarkList) && !ok {
+		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.MarkLister", FeatureMarkList)
+	}
 	if s.has(FeatureTxEnqueue) {
 		if _, ok := drv.(backend.TxEnqueuer); !ok {
 			t.Errorf("feature %q is not declared missing, but the driver does not implement backend.TxEnqueuer", FeatureTxEnqueue)

@@ -54,13 +54,20 @@ const (
 	// them while the other tests run. One past each limit is checked
 	// either way.
 	FeatureBulkLimits Feature = "bulk-limits"
+	// FeatureMarks: named marks with an expiry, stored in the broker
+	// (backend.Marker); queue pause, periodic jobs and unique-for-a-period
+	// dedup keys need them.
+	FeatureMarks Feature = "marks"
+	// FeatureMarkList: list a queue's marks (backend.MarkLister); cancel by
+	// id needs it.
+	FeatureMarkList Feature = "mark-list"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
 var AllFeatures = []Feature{
 	FeatureDedup, FeatureDeadLetters, FeatureStats, FeatureOldestReady, FeatureDeadByKind,
 	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
-	FeatureQueueList, FeatureQueueDelete, FeatureBulkLimits,
+	FeatureQueueList, FeatureQueueDelete, FeatureBulkLimits, FeatureMarks, FeatureMarkList,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.

@@ -75,6 +75,11 @@ func Run(t *testing.T, h Harness) {
 		{"DeadImportIsIdempotent", s.testDeadImport},
 		{"QueueListNamesQueues", s.testQueueList},
 		{"QueueDeleteRemovesEverything", s.testQueueDelete},
+		{"MarksSetGetDelete", s.testMarks},
+		{"MarksExpire", s.testMarksExpire},
+		{"MarkSetOnlyNewHasOneWinner", s.testMarkRace},
+		{"MarkList", s.testMarkList},
+		{"QueueDeleteDeletesMarks", s.testQueueDeleteMarks},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once
 	// (or Harness.Parallel at a time): t.Run from separate goroutines is not

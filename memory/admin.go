@@ -175,5 +175,6 @@ func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.queues, queue)
+	delete(b.marks, queue)
 	return nil
 }

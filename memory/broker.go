@@ -27,6 +27,9 @@ type Broker struct {
 	changed chan struct{}
 	seq     int64
 	tokens  int64
+	// marks holds each queue's marks (backend.Marker): name → expiry, the
+	// zero time for none.
+	marks map[string]map[string]time.Time
 }
 
 // BrokerOptions configure a Broker.
@@ -40,7 +43,7 @@ func NewBroker(opts BrokerOptions) *Broker {
 	if opts.Clock == nil {
 		opts.Clock = RealClock
 	}
-	return &Broker{clock: opts.Clock, queues: map[string]*queue{}, changed: make(chan struct{})}
+	return &Broker{clock: opts.Clock, queues: map[string]*queue{}, marks: map[string]map[string]time.Time{}, changed: make(chan struct{})}
 }
 
 // Open returns a new driver instance connected to b. Wrap it with fila.New.

@@ -32,6 +32,8 @@ var (
 	_ backend.DeadImporter    = (*Driver)(nil)
 	_ backend.QueueLister     = (*Driver)(nil)
 	_ backend.QueueDeleter    = (*Driver)(nil)
+	_ backend.Marker          = (*Driver)(nil)
+	_ backend.MarkLister      = (*Driver)(nil)
 )
 
 // DriverName returns "memory".
