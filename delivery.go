@@ -2,6 +2,7 @@ package fila
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -39,6 +40,35 @@ type Delivery struct {
 	settled  bool
 	// runAt is set on deliveries taken early by a relay (ReceiveDelayed).
 	runAt time.Time
+	// cancelled is closed when a cancel of the message reaches the client;
+	// nil when the driver cannot cancel.
+	cancelled  chan struct{}
+	cancelOnce sync.Once
+}
+
+// Cancelled returns a channel that is closed when a cancel of this message
+// (Client.MessageCancel, from any process) reaches this client, within the
+// control interval (WithControlInterval). A handler can stop early on it;
+// the worker cancels the handler's context. The channel is nil, so never
+// ready, when the driver cannot cancel messages.
+func (d *Delivery) Cancelled() <-chan struct{} { return d.cancelled }
+
+func (d *Delivery) markCancelled() {
+	if d.cancelled != nil {
+		d.cancelOnce.Do(func() { close(d.cancelled) })
+	}
+}
+
+func (d *Delivery) isCancelled() bool {
+	if d.cancelled == nil {
+		return false
+	}
+	select {
+	case <-d.cancelled:
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *Client) newDelivery(queue string, bd *backend.Delivery) *Delivery {
@@ -50,12 +80,16 @@ func (c *Client) newDelivery(queue string, bd *backend.Delivery) *Delivery {
 	if body == nil {
 		body = []byte{}
 	}
-	return &Delivery{
+	d := &Delivery{
 		ID: bd.ID, Queue: queue, Kind: bd.Kind, Body: body, Headers: bd.Headers,
 		Attempt: bd.Attempt, MaxAttempts: max, EnqueuedAt: bd.EnqueuedAt,
 		LastError: bd.LastError, DedupKey: bd.DedupKey,
 		c: c, receipt: bd.Receipt, deadline: bd.Deadline,
 	}
+	if c.lister != nil {
+		d.cancelled = make(chan struct{})
+	}
+	return d
 }
 
 // Deadline is when the lease ends unless extended.
@@ -87,8 +121,9 @@ func (d *Delivery) settle(ctx context.Context, op func(ctx context.Context) erro
 	}
 	defer leave()
 	err = d.c.done(ctx, op(cctx))
-	if err == nil || err == ErrLeaseLost || isLeaseLost(err) {
+	if err == nil || err == ErrLeaseLost || isLeaseLost(err) || errors.Is(err, ErrCancelled) {
 		d.settled = true
+		d.c.settled(d)
 	}
 	return err
 }
@@ -111,22 +146,49 @@ func (d *Delivery) Ack(ctx context.Context) error {
 
 // Retry ends the lease and makes the message receivable again no earlier
 // than delay from now, keeping reason as its last error. The attempt count
-// goes on; past max attempts the message is dead-lettered.
+// goes on; past max attempts the message is dead-lettered. A message that
+// was cancelled (MessageCancel) is dead-lettered with reason
+// ReasonCancelled instead, and Retry returns ErrCancelled.
 func (d *Delivery) Retry(ctx context.Context, delay time.Duration, reason string) error {
 	if err := validateDelay(delay, "retry delay"); err != nil {
 		return err
 	}
 	reason = cleanReason(reason)
 	return d.settle(ctx, func(ctx context.Context) error {
+		if err := d.deadIfCancelled(ctx); err != nil {
+			return err
+		}
 		return d.c.drv.Retry(ctx, d.ref(), delay, reason)
 	})
 }
 
+// deadIfCancelled dead-letters a cancelled message instead of retrying it:
+// it returns ErrCancelled when it did, nil when the message was not
+// cancelled.
+func (d *Delivery) deadIfCancelled(ctx context.Context) error {
+	cancelled, err := d.c.cancelledNow(ctx, d)
+	if err != nil {
+		return err
+	}
+	if !cancelled {
+		return nil
+	}
+	d.markCancelled()
+	if err := d.c.drv.Dead(ctx, d.ref(), ReasonCancelled, d.Attempt); err != nil {
+		return err
+	}
+	return ErrCancelled
+}
+
 // Release gives the message back at once without recording an error, for a
 // consumer that received it but will not run it. The delivery still counts as
-// an attempt.
+// an attempt. Like Retry, it dead-letters a cancelled message and returns
+// ErrCancelled.
 func (d *Delivery) Release(ctx context.Context) error {
 	return d.settle(ctx, func(ctx context.Context) error {
+		if err := d.deadIfCancelled(ctx); err != nil {
+			return err
+		}
 		return d.c.drv.Retry(ctx, d.ref(), 0, "")
 	})
 }
@@ -225,6 +287,7 @@ func (c *Client) AckBatch(ctx context.Context, ds []*Delivery) error {
 			}
 			if e == nil || isLeaseLost(e) {
 				d.settled = true
+				c.settled(d)
 			}
 			if e != nil {
 				errs = append(errs, deliveryErr(d, e))

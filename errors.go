@@ -28,6 +28,10 @@ var (
 	// ErrQueueNotEmpty is returned by QueueDelete without Force for a queue
 	// that holds messages or dead letters.
 	ErrQueueNotEmpty = errors.New("fila: queue is not empty")
+	// ErrCancelled is returned by Retry and Release of a delivery whose
+	// message was cancelled (MessageCancel): it was dead-lettered with
+	// reason ReasonCancelled instead of being retried.
+	ErrCancelled = errors.New("fila: message cancelled")
 )
 
 // DuplicateError carries the id of the pending message holding a dedup key;

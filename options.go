@@ -49,6 +49,8 @@ type options struct {
 	maxAttempts  int
 	maxBodyBytes int
 	logger       *slog.Logger
+	// controlInterval is how often pause and cancel marks are read.
+	controlInterval time.Duration
 }
 
 func defaultOptions() options {
@@ -57,6 +59,8 @@ func defaultOptions() options {
 		maxAttempts:  DefaultMaxAttempts,
 		maxBodyBytes: DefaultMaxBodyBytes,
 		logger:       slog.Default(),
+
+		controlInterval: DefaultControlInterval,
 	}
 }
 
@@ -104,6 +108,21 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
 		if l != nil {
 			o.logger = l
+		}
+	}
+}
+
+// WithControlInterval sets how often the client reads the pause and cancel
+// marks of the queues it works on (default DefaultControlInterval, 1s). It
+// bounds how long a QueuePause or MessageCancel made by any process takes
+// to reach this client: twice the interval for a pause, the interval for a
+// cancel of a message this client holds. Each queue costs one or two small
+// broker reads per interval while the client receives from it or holds its
+// messages. Values below 10ms or above 1 minute are ignored.
+func WithControlInterval(d time.Duration) Option {
+	return func(o *options) {
+		if d >= 10*time.Millisecond && d <= time.Minute {
+			o.controlInterval = d
 		}
 	}
 }

@@ -30,6 +30,15 @@ type Message struct {
 	// pending message of the queue holds the same key. Drivers without dedup
 	// support return ErrUnsupported.
 	DedupKey string
+	// UniqueFor keeps DedupKey held for this long after the enqueue, even
+	// when the message completes sooner (and for as long as it is pending,
+	// as always): another enqueue of the key that also sets UniqueFor
+	// (any period) returns a *DuplicateError with an empty ID within the
+	// period. An enqueue without UniqueFor checks only pending messages,
+	// so that plain dedup keys cost no extra broker read. It needs DedupKey
+	// and a driver with dedup keys and marks; EnqueueTx refuses it (the
+	// hold would not roll back with the transaction).
+	UniqueFor time.Duration
 	// MaxAttempts overrides the client's default (WithMaxAttempts).
 	MaxAttempts int
 }
@@ -50,6 +59,13 @@ type Client struct {
 	opts  options
 	name  string
 	dedup bool
+	// marker and lister are the driver's marks, nil without them: pause,
+	// cancel and unique periods need them (control.go).
+	marker backend.Marker
+	lister backend.MarkLister
+	ctlMu  sync.Mutex
+	ctl    map[string]*queueControl
+	bg     sync.WaitGroup // refresher goroutines
 
 	mu       sync.RWMutex
 	closed   bool
@@ -73,6 +89,13 @@ func New(drv backend.Driver, opts ...Option) *Client {
 	}
 	if d, ok := drv.(backend.Deduper); ok {
 		c.dedup = d.DedupKeys()
+	}
+	c.ctl = map[string]*queueControl{}
+	if m, ok := drv.(backend.Marker); ok {
+		c.marker = m
+		if l, ok := drv.(backend.MarkLister); ok {
+			c.lister = l
+		}
 	}
 	return c
 }
@@ -132,6 +155,7 @@ func (c *Client) Close() error {
 	c.cancel()
 	c.mu.Unlock()
 	c.inflight.Wait()
+	c.bg.Wait()
 	return c.drv.Close()
 }
 
@@ -161,10 +185,60 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, msgs []Message)
 		return nil, err
 	}
 	defer leave()
-	res, err := c.drv.Enqueue(cctx, queue, bms)
+	held, claimed, err := c.holdUnique(cctx, queue, msgs, bms[0].EnqueuedAt)
 	if err != nil {
 		return nil, c.done(ctx, err)
 	}
+	if held == nil {
+		res, err := c.drv.Enqueue(cctx, queue, bms)
+		if err != nil {
+			c.releaseUnique(queue, msgs, claimed)
+			return nil, c.done(ctx, err)
+		}
+		return enqueueIDs(queue, bms, res)
+	}
+	return c.enqueueUnique(cctx, ctx, queue, msgs, bms, held, claimed)
+}
+
+// enqueueUnique enqueues the messages of a batch whose unique periods are
+// not held, and reports the others as duplicates with an empty holder id.
+func (c *Client) enqueueUnique(cctx, ctx context.Context, queue string, msgs []Message, bms []backend.Message, held []bool, claimed []int) ([]string, error) {
+	var send []backend.Message
+	var at []int
+	for i := range bms {
+		if !held[i] {
+			send = append(send, bms[i])
+			at = append(at, i)
+		}
+	}
+	res := make([]backend.EnqueueResult, len(bms))
+	for i := range held {
+		if held[i] {
+			res[i] = backend.EnqueueResult{Duplicate: true}
+		}
+	}
+	if len(send) > 0 {
+		sent, err := c.drv.Enqueue(cctx, queue, send)
+		if err != nil {
+			c.releaseUnique(queue, msgs, claimed)
+			return nil, c.done(ctx, err)
+		}
+		if len(sent) != len(send) {
+			return nil, fmt.Errorf("fila: driver returned %d results for %d messages", len(sent), len(send))
+		}
+		for j, r := range sent {
+			res[at[j]] = r
+		}
+	}
+	// A claimed period whose message was refused as a duplicate (a pending
+	// message holds the key) was not started by this call: give it back.
+	var refused []int
+	for _, i := range claimed {
+		if res[i].Duplicate {
+			refused = append(refused, i)
+		}
+	}
+	c.releaseUnique(queue, msgs, refused)
 	return enqueueIDs(queue, bms, res)
 }
 
@@ -180,6 +254,11 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, queue string, msgs ...Me
 	bms, err := c.prepareBatch(queue, msgs)
 	if err != nil {
 		return nil, err
+	}
+	for i := range msgs {
+		if msgs[i].UniqueFor != 0 {
+			return nil, invalidf("EnqueueTx cannot hold a dedup key for a period (UniqueFor): the hold would not roll back with the transaction")
+		}
 	}
 	cctx, leave, err := c.enter(ctx)
 	if err != nil {
@@ -265,13 +344,42 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 	}
 	defer leave()
 	for {
-		bds, err := c.drv.Receive(cctx, queue, backend.ReceiveParams{Max: p.Max, Lease: p.Lease})
+		var qc *queueControl
+		if c.marker != nil {
+			// While the queue is paused nothing is received; a Receive
+			// lasts one control interval at a time so that a pause made
+			// meanwhile is seen.
+			var paused bool
+			var err error
+			qc, paused, err = c.receiveState(cctx, queue)
+			if err != nil {
+				return nil, c.done(ctx, err)
+			}
+			if paused {
+				t := time.NewTimer(c.opts.controlInterval)
+				select {
+				case <-t.C:
+					continue
+				case <-cctx.Done():
+					t.Stop()
+					return nil, c.done(ctx, cctx.Err())
+				}
+			}
+		}
+		bds, err := c.receiveSlice(cctx, qc != nil, queue, backend.ReceiveParams{Max: p.Max, Lease: p.Lease})
+		if errors.Is(err, errSliceEnded) {
+			continue // look at the marks again
+		}
 		if err != nil {
 			return nil, c.done(ctx, err)
 		}
 		out := make([]*Delivery, 0, len(bds))
 		for i := range bds {
 			bd := &bds[i]
+			if qc != nil && qc.isCancelled(bd.ID) {
+				c.deadCancelled(cctx, queue, bd)
+				continue
+			}
 			max := bd.MaxAttempts
 			if max == 0 {
 				max = c.opts.maxAttempts
@@ -280,12 +388,35 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 				c.deadExhausted(cctx, queue, bd, max)
 				continue
 			}
-			out = append(out, c.newDelivery(queue, bd))
+			d := c.newDelivery(queue, bd)
+			if qc != nil {
+				c.watch(qc, d)
+			}
+			out = append(out, d)
 		}
 		if len(out) > 0 {
 			return out, nil
 		}
 	}
+}
+
+// errSliceEnded reports that a Receive slice of one control interval ended
+// without messages.
+var errSliceEnded = errors.New("fila: receive slice ended")
+
+// receiveSlice calls the driver's Receive, for one control interval at most
+// when sliced.
+func (c *Client) receiveSlice(ctx context.Context, sliced bool, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	if !sliced {
+		return c.drv.Receive(ctx, queue, p)
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.opts.controlInterval)
+	defer cancel()
+	bds, err := c.drv.Receive(rctx, queue, p)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		return nil, errSliceEnded
+	}
+	return bds, err
 }
 
 func (c *Client) deadExhausted(ctx context.Context, queue string, bd *backend.Delivery, max int) {

@@ -127,6 +127,17 @@ func (c *Client) prepare(m *Message, now time.Time) (backend.Message, error) {
 			return backend.Message{}, &UnsupportedError{Driver: c.name, Capability: "dedup keys"}
 		}
 	}
+	if m.UniqueFor != 0 {
+		if m.UniqueFor < 0 || m.UniqueFor > MaxDelay {
+			return backend.Message{}, invalidf("unique period %v must be positive and at most 100 years", m.UniqueFor)
+		}
+		if m.DedupKey == "" {
+			return backend.Message{}, invalidf("a unique period (UniqueFor) needs a dedup key")
+		}
+		if c.marker == nil {
+			return backend.Message{}, &UnsupportedError{Driver: c.name, Capability: "unique periods (marks)"}
+		}
+	}
 	body := m.Body
 	if body == nil {
 		body = []byte{}

@@ -41,11 +41,16 @@ var (
 type DuplicateError struct {
 	Queue    string
 	DedupKey string
-	// ID is the id of the pending message that holds the key.
+	// ID is the id of the pending message that holds the key; empty when
+	// the key is held for a unique period (fila.Message.UniqueFor) after
+	// its message completed.
 	ID string
 }
 
 func (e *DuplicateError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("fila: queue %q: dedup key %q is held for its unique period", e.Queue, e.DedupKey)
+	}
 	return fmt.Sprintf("fila: queue %q: dedup key %q is held by pending message %s", e.Queue, e.DedupKey, e.ID)
 }
 

@@ -80,6 +80,10 @@ func Run(t *testing.T, h Harness) {
 		{"MarkSetOnlyNewHasOneWinner", s.testMarkRace},
 		{"MarkList", s.testMarkList},
 		{"QueueDeleteDeletesMarks", s.testQueueDeleteMarks},
+		{"PauseStopsEveryReceiver", s.testPause},
+		{"MessageCancel", s.testMessageCancel},
+		{"CancelRacesReceivers", s.testCancelRace},
+		{"UniqueForHoldsAfterAck", s.testUniqueFor},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once
 	// (or Harness.Parallel at a time): t.Run from separate goroutines is not

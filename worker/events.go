@@ -28,6 +28,12 @@ const (
 	// OutcomeUnsettled: applying the outcome failed (broker unreachable,
 	// client closed); the message comes back when its lease expires.
 	OutcomeUnsettled Outcome = "unsettled"
+	// OutcomeCancelled: the message was cancelled (fila.Client.MessageCancel)
+	// while the job ran, the handler's context was cancelled with cause
+	// fila.ErrCancelled, and the handler failed: the message was
+	// dead-lettered with reason fila.ReasonCancelled, not retried. A
+	// handler that succeeds anyway is acked (OutcomeAck).
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // JobEvent describes a job starting or ending, for Config.OnJobStart and

@@ -50,6 +50,17 @@ func (w *Worker) runJob(base context.Context, d *fila.Delivery, ak *acker) {
 		lost.Store(true)
 		cancel(fila.ErrLeaseLost)
 	})
+	if ch := d.Cancelled(); ch != nil {
+		// A cancel of the message ends the handler's context; the watch
+		// ends with the job (the deferred cancel).
+		go func() {
+			select {
+			case <-ch:
+				cancel(fila.ErrCancelled)
+			case <-ctx.Done():
+			}
+		}()
+	}
 	err := call(ctx, w.handler(d.Kind), d)
 	stopHeartbeat()
 	ev.Duration = time.Since(ev.Started)
@@ -76,6 +87,9 @@ func (w *Worker) runJob(base context.Context, d *fila.Delivery, ak *acker) {
 		ev.Outcome = OutcomeAck
 		ak.add(pendingAck{d: d, ev: ev, log: log})
 		return
+	case ctx.Err() != nil && errors.Is(cause, fila.ErrCancelled):
+		ev.Outcome, ev.Reason = OutcomeCancelled, fila.ReasonCancelled
+		settle = func(ctx context.Context) error { return d.Dead(ctx, fila.ReasonCancelled) }
 	case IsPermanent(err):
 		ev.Outcome, ev.Reason = OutcomeDead, reasonOf(err)
 		settle = func(ctx context.Context) error { return d.Dead(ctx, ev.Reason) }
@@ -96,6 +110,8 @@ func (w *Worker) runJob(base context.Context, d *fila.Delivery, ak *acker) {
 	scancel()
 	switch {
 	case serr == nil:
+	case errors.Is(serr, fila.ErrCancelled): // cancelled after the handler returned: Retry dead-lettered it
+		ev.Outcome, ev.Reason = OutcomeCancelled, fila.ReasonCancelled
 	case errors.Is(serr, fila.ErrLeaseLost):
 		ev.Outcome, ev.SettleErr = OutcomeLeaseLost, serr
 	default:
@@ -127,6 +143,8 @@ func (w *Worker) logEnd(log *slog.Logger, ev JobEvent) {
 		log.Error("fila worker: job dead-lettered", dur, slog.Int("max_attempts", ev.MaxAttempts), slog.String("reason", firstLine(ev.Reason)))
 	case OutcomeReleased:
 		log.Info("fila worker: job interrupted by shutdown; message released", dur, slog.Any("error", ev.Err))
+	case OutcomeCancelled:
+		log.Info("fila worker: job cancelled; message dead-lettered as cancelled", dur, slog.Any("error", ev.Err))
 	case OutcomeLeaseLost:
 		log.Warn("fila worker: lease lost before the outcome was applied (another consumer may run it)", dur, slog.Any("error", ev.Err))
 	case OutcomeUnsettled:

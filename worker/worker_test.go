@@ -68,6 +68,50 @@ func runWorkerTests(t *testing.T, open func(t *testing.T) *fila.Client) {
 	t.Run("MiddlewareAndLogger", func(t *testing.T) { testMiddlewareAndLogger(t, open(t)) })
 	t.Run("ClientClosed", func(t *testing.T) { testClientClosed(t, open(t)) })
 	t.Run("BatchedAckOutcomes", func(t *testing.T) { testBatchedAckOutcomes(t, open) })
+	t.Run("CancelStopsRunningJob", func(t *testing.T) { testCancelRunning(t, open(t)) })
+}
+
+func testCancelRunning(t *testing.T, c *fila.Client) {
+	q := newQueue(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.MessageCancel(ctx, q, "probe"); errors.Is(err, fila.ErrUnsupported) {
+		t.Skipf("the driver cannot cancel messages: %v", err)
+	}
+	var rec recorder
+	cfg := fastConfig(q, 1)
+	cfg.Timeout = -1
+	rec.hook(&cfg)
+	running := make(chan struct{})
+	causes := make(chan error, 1)
+	start(t, c, cfg, func(w *worker.Worker) {
+		w.HandleFunc("long", func(ctx context.Context, d *fila.Delivery) error {
+			close(running)
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return ctx.Err()
+		})
+	})
+	id := enqueue(t, c, q, fila.Message{Kind: "long"})
+	select {
+	case <-running:
+	case <-ctx.Done():
+		t.Fatal("the job did not start")
+	}
+	if err := c.MessageCancel(ctx, q, id); err != nil {
+		t.Fatalf("MessageCancel: %v", err)
+	}
+	ev := rec.waitEnds(t, 1)[0]
+	if cause := <-causes; !errors.Is(cause, fila.ErrCancelled) {
+		t.Errorf("the handler's context ended with cause %v, want fila.ErrCancelled", cause)
+	}
+	if ev.Outcome != worker.OutcomeCancelled || ev.ID != id || ev.SettleErr != nil {
+		t.Errorf("end event = %+v; want outcome cancelled for %s", ev, id)
+	}
+	if dl, ok := deadLetter(t, c, q, id); ok && dl.Reason != fila.ReasonCancelled {
+		t.Errorf("dead letter reason %q, want %q", dl.Reason, fila.ReasonCancelled)
+	}
+	assertEmpty(t, c, q, 300*time.Millisecond)
 }
 
 // fastConfig is a config for queue q with short, test-friendly timings.

@@ -1,0 +1,390 @@
+package fila
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Job control: pausing a queue, cancelling a message by id and holding a
+// dedup key for a period are stored in the broker as marks
+// (backend.Marker), so that every client of every process sees them. A
+// client looks for the marks of the queues it receives from once per
+// control interval (WithControlInterval); see the package documentation
+// for the bounds this gives.
+
+// Mark names the portable layer uses. A driver stores them as they are.
+const (
+	markPause        = "pause"
+	markCancelPrefix = "cancel/"
+	markUniquePrefix = "unique/"
+)
+
+// DefaultControlInterval is how often a client looks for pause and cancel
+// marks of the queues it works on, unless WithControlInterval says
+// otherwise.
+const DefaultControlInterval = time.Second
+
+// ReasonCancelled is the dead-letter reason of a message cancelled with
+// MessageCancel.
+const ReasonCancelled = "cancelled"
+
+// CancelHold is how long a cancel waits for its message: a delayed message
+// that becomes due more than CancelHold after MessageCancel is not
+// cancelled.
+const CancelHold = 90 * 24 * time.Hour
+
+// queueControl is a client's view of one queue's pause and cancel marks.
+type queueControl struct {
+	fetchMu sync.Mutex // one refresh at a time
+
+	mu        sync.Mutex
+	fetchedAt time.Time
+	paused    bool
+	cancelled map[string]bool
+	// watches are the deliveries of this client not settled yet, by id,
+	// whose Cancelled channel a refresh closes.
+	watches   map[string]*Delivery
+	running   bool      // a refresher goroutine runs
+	lastUsed  time.Time // the latest Receive
+	refreshed chan struct{}
+}
+
+func (c *Client) control(queue string) *queueControl {
+	c.ctlMu.Lock()
+	defer c.ctlMu.Unlock()
+	qc := c.ctl[queue]
+	if qc == nil {
+		qc = &queueControl{cancelled: map[string]bool{}, watches: map[string]*Delivery{}}
+		c.ctl[queue] = qc
+	}
+	return qc
+}
+
+// refresh reads queue's pause and cancel marks into qc, unless another
+// caller did within the interval.
+func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, force bool) error {
+	qc.fetchMu.Lock()
+	defer qc.fetchMu.Unlock()
+	qc.mu.Lock()
+	fresh := !force && time.Since(qc.fetchedAt) < c.opts.controlInterval
+	qc.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	paused, err := c.marker.MarkGet(ctx, queue, markPause)
+	if err != nil {
+		return err
+	}
+	var cancelled map[string]bool
+	if c.lister != nil {
+		names, err := c.lister.MarkList(ctx, queue, markCancelPrefix)
+		if err != nil {
+			return err
+		}
+		cancelled = make(map[string]bool, len(names))
+		for _, n := range names {
+			cancelled[strings.TrimPrefix(n, markCancelPrefix)] = true
+		}
+	}
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	qc.fetchedAt = time.Now()
+	qc.paused = paused
+	if c.lister != nil {
+		qc.cancelled = cancelled
+		for id, d := range qc.watches {
+			if cancelled[id] {
+				d.markCancelled()
+			}
+		}
+	}
+	return nil
+}
+
+// ensureRefresher keeps qc fresh in the background while this client
+// receives from the queue or holds unsettled deliveries of it, so that a
+// cancel reaches running handlers even when no Receive is waiting.
+func (c *Client) ensureRefresher(queue string, qc *queueControl) {
+	qc.mu.Lock()
+	qc.lastUsed = time.Now()
+	if qc.running || c.lister == nil {
+		qc.mu.Unlock()
+		return
+	}
+	qc.running = true
+	qc.mu.Unlock()
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		t := time.NewTicker(c.opts.controlInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.closeCtx.Done():
+				return
+			case <-t.C:
+			}
+			qc.mu.Lock()
+			now := time.Now()
+			for id, d := range qc.watches {
+				if d.Deadline().Before(now.Add(-time.Minute)) {
+					delete(qc.watches, id) // never settled, long expired
+				}
+			}
+			if len(qc.watches) == 0 && now.Sub(qc.lastUsed) > 2*c.opts.controlInterval {
+				qc.running = false
+				qc.mu.Unlock()
+				return
+			}
+			qc.mu.Unlock()
+			ctx, cancel := context.WithTimeout(c.closeCtx, 10*time.Second)
+			err := c.refresh(ctx, queue, qc, false)
+			cancel()
+			if err != nil && c.closeCtx.Err() == nil {
+				c.opts.logger.Debug("fila: reading pause and cancel marks failed; retrying", slog.String("queue", queue), slog.Any("error", err))
+			}
+		}
+	}()
+}
+
+// receiveState returns whether queue is paused and its cancelled ids, no
+// older than the control interval.
+func (c *Client) receiveState(ctx context.Context, queue string) (*queueControl, bool, error) {
+	qc := c.control(queue)
+	c.ensureRefresher(queue, qc)
+	qc.mu.Lock()
+	stale := time.Since(qc.fetchedAt) >= c.opts.controlInterval
+	qc.mu.Unlock()
+	if stale {
+		if err := c.refresh(ctx, queue, qc, false); err != nil {
+			return nil, false, err
+		}
+	}
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	return qc, qc.paused, nil
+}
+
+func (qc *queueControl) isCancelled(id string) bool {
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	return qc.cancelled[id]
+}
+
+// watch registers d so a cancel seen later closes its Cancelled channel.
+func (c *Client) watch(qc *queueControl, d *Delivery) {
+	if c.lister == nil {
+		return
+	}
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	qc.watches[d.ID] = d
+	if qc.cancelled[d.ID] {
+		d.markCancelled()
+	}
+}
+
+// settled forgets d after its settlement and, when it had been cancelled,
+// deletes the cancel mark.
+func (c *Client) settled(d *Delivery) {
+	if c.lister == nil {
+		return
+	}
+	qc := c.control(d.Queue)
+	qc.mu.Lock()
+	if qc.watches[d.ID] == d {
+		delete(qc.watches, d.ID)
+	}
+	was := qc.cancelled[d.ID]
+	delete(qc.cancelled, d.ID)
+	qc.mu.Unlock()
+	if was || d.isCancelled() {
+		c.dropCancelMark(d.Queue, d.ID)
+	}
+}
+
+func (c *Client) dropCancelMark(queue, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.closeCtx), 10*time.Second)
+	defer cancel()
+	if err := c.marker.MarkDelete(ctx, queue, markCancelPrefix+id); err != nil {
+		c.opts.logger.Debug("fila: deleting a cancel mark failed; it expires on its own", slog.String("queue", queue), slog.String("id", id), slog.Any("error", err))
+	}
+}
+
+// QueuePause pauses queue: within twice the control interval (see
+// WithControlInterval) no client of the broker hands out its messages, in
+// any process. Enqueue goes on working; deliveries already handed out stay
+// leased and are settled as usual. Pausing a paused queue changes nothing.
+// Drivers without marks return ErrUnsupported.
+func (c *Client) QueuePause(ctx context.Context, queue string) error {
+	return c.setPause(ctx, queue, true)
+}
+
+// QueueResume undoes QueuePause: receivers start again within the control
+// interval. Resuming a queue that is not paused changes nothing.
+func (c *Client) QueueResume(ctx context.Context, queue string) error {
+	return c.setPause(ctx, queue, false)
+}
+
+func (c *Client) setPause(ctx context.Context, queue string, pause bool) error {
+	if err := ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if c.marker == nil {
+		return &UnsupportedError{Driver: c.name, Capability: "pausing queues (marks)"}
+	}
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	if pause {
+		_, err = c.marker.MarkSet(cctx, queue, markPause, time.Time{}, false)
+	} else {
+		err = c.marker.MarkDelete(cctx, queue, markPause)
+	}
+	if err != nil {
+		return c.done(ctx, err)
+	}
+	qc := c.control(queue)
+	qc.mu.Lock()
+	qc.paused = pause
+	qc.mu.Unlock()
+	return nil
+}
+
+// QueuePaused reports whether queue is paused.
+func (c *Client) QueuePaused(ctx context.Context, queue string) (bool, error) {
+	if err := ValidateQueueName(queue); err != nil {
+		return false, err
+	}
+	if c.marker == nil {
+		return false, &UnsupportedError{Driver: c.name, Capability: "pausing queues (marks)"}
+	}
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer leave()
+	paused, err := c.marker.MarkGet(cctx, queue, markPause)
+	return paused, c.done(ctx, err)
+}
+
+// MessageCancel cancels the message id of queue. A message that is ready
+// or delayed is never handed out: the first client to claim it
+// dead-letters it with reason ReasonCancelled instead (so until then it
+// counts as ready or delayed in QueueStats; replay it from the dead
+// letters to run it after all). A message that is leased runs on: within
+// the control interval the holder's Delivery.Cancelled channel closes (the
+// worker cancels the handler's context), and its Retry or Release
+// dead-letters it and returns ErrCancelled instead of retrying; an Ack
+// still acks it. A cancel waits up to CancelHold for its message; an
+// unknown id is not an error. Drivers that cannot list marks return
+// ErrUnsupported.
+func (c *Client) MessageCancel(ctx context.Context, queue, id string) error {
+	if err := ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if id == "" || len(id) > 128 || !printable(id) {
+		return invalidf("message id %.40q must be 1 to 128 printable bytes", id)
+	}
+	if c.lister == nil {
+		return &UnsupportedError{Driver: c.name, Capability: "cancelling messages (listing marks)"}
+	}
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	if _, err := c.marker.MarkSet(cctx, queue, markCancelPrefix+id, time.Now().Add(CancelHold), false); err != nil {
+		return c.done(ctx, err)
+	}
+	qc := c.control(queue)
+	qc.mu.Lock()
+	qc.cancelled[id] = true
+	if d := qc.watches[id]; d != nil {
+		d.markCancelled()
+	}
+	qc.mu.Unlock()
+	return nil
+}
+
+// cancelledNow reports, with a fresh read, whether d was cancelled.
+func (c *Client) cancelledNow(ctx context.Context, d *Delivery) (bool, error) {
+	if c.lister == nil {
+		return false, nil
+	}
+	if d.isCancelled() {
+		return true, nil
+	}
+	return c.marker.MarkGet(ctx, d.Queue, markCancelPrefix+d.ID)
+}
+
+// deadCancelled dead-letters a claimed message that was cancelled before
+// it was handed out.
+func (c *Client) deadCancelled(ctx context.Context, queue string, bd *backend.Delivery) {
+	ref := backend.Ref{Queue: queue, ID: bd.ID, Receipt: bd.Receipt}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := c.drv.Dead(ctx, ref, ReasonCancelled, bd.Attempt-1)
+	log := c.opts.logger.With(slog.String("queue", queue), slog.String("kind", bd.Kind), slog.String("id", bd.ID))
+	switch {
+	case err == nil:
+		log.Info("fila: cancelled message dead-lettered")
+		qc := c.control(queue)
+		qc.mu.Lock()
+		delete(qc.cancelled, bd.ID)
+		qc.mu.Unlock()
+		c.dropCancelMark(queue, bd.ID)
+	case errors.Is(err, ErrLeaseLost):
+	default:
+		log.Error("fila: dead-lettering a cancelled message failed; it is tried again when its lease expires", slog.Any("error", err))
+	}
+}
+
+// holdUnique claims the unique-period marks of the messages of a batch that
+// have UniqueFor. held[i] is true for a message whose key is held (by an
+// earlier message, for its period); claimed lists the marks this call
+// created, to release when the message is not stored after all.
+func (c *Client) holdUnique(ctx context.Context, queue string, msgs []Message, now time.Time) (held []bool, claimed []int, err error) {
+	for i := range msgs {
+		if msgs[i].UniqueFor <= 0 {
+			continue
+		}
+		if held == nil {
+			held = make([]bool, len(msgs))
+		}
+		ok, err := c.marker.MarkSet(ctx, queue, markUniquePrefix+msgs[i].DedupKey, now.Add(msgs[i].UniqueFor), true)
+		if err != nil {
+			c.releaseUnique(queue, msgs, claimed)
+			return nil, nil, err
+		}
+		if ok {
+			claimed = append(claimed, i)
+		} else {
+			held[i] = true
+		}
+	}
+	return held, claimed, nil
+}
+
+// releaseUnique deletes the unique-period marks of msgs[idx].
+func (c *Client) releaseUnique(queue string, msgs []Message, idx []int) {
+	if len(idx) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.closeCtx), 10*time.Second)
+	defer cancel()
+	for _, i := range idx {
+		if err := c.marker.MarkDelete(ctx, queue, markUniquePrefix+msgs[i].DedupKey); err != nil {
+			c.opts.logger.Warn("fila: releasing a unique period after a failed enqueue failed; the key stays held until the period ends",
+				slog.String("queue", queue), slog.String("dedup_key", msgs[i].DedupKey), slog.Any("error", err))
+		}
+	}
+}
