@@ -18,7 +18,9 @@ import (
 // named by FILA_TEST_REDIS_CLUSTER_URL (scripts/clusters starts one): every
 // script must touch one slot (a CROSSSLOT error would fail it). Every
 // enqueue waits for one replica (fila_wait_replicas=1), as a deployment
-// that must not lose a message in a failover would.
+// that must not lose a message in a failover would, for up to 15s: the
+// largest batch the limits allow (64 MiB) takes seconds to reach a replica
+// on a small, loaded machine.
 func TestConformanceCluster(t *testing.T) {
 	raw := testenv.RedisClusterURL(t)
 	u, err := url.Parse(raw)
@@ -37,7 +39,7 @@ func TestConformanceCluster(t *testing.T) {
 	t.Cleanup(func() { admin.Close() })
 	prefix := testPrefix(t, nil)
 	t.Cleanup(func() { deleteClusterKeys(t, admin, prefix) })
-	durl := driverURL(t, raw, map[string]string{"fila_prefix": prefix, "fila_wait_replicas": "1"})
+	durl := driverURL(t, raw, map[string]string{"fila_prefix": prefix, "fila_wait_replicas": "1", "fila_wait_timeout": "15s"})
 	conformance.Run(t, harness(conformance.Harness{
 		Open: func(ctx context.Context) (backend.Driver, error) {
 			u, err := url.Parse(durl)
