@@ -87,6 +87,36 @@
 // Package backend is the contract a driver implements; package conformance
 // is the suite that checks it.
 //
+// # Job control: pause, cancel, unique periods
+//
+// Three controls act on a queue from any process, stored in the broker as
+// marks (backend.Marker), so every client of every machine sees them:
+//
+//   - QueuePause stops every client from handing out the queue's messages
+//     within twice the control interval (WithControlInterval, default 1s):
+//     a client reads the queue's marks at most one interval old before a
+//     receive, and a blocked Receive waits on the driver one interval at a
+//     time. Enqueue goes on; leased messages stay leased and are settled as
+//     usual. QueueResume undoes it within the same bound.
+//   - MessageCancel cancels a message by id. A ready or delayed message is
+//     dead-lettered with reason ReasonCancelled by the first client that
+//     claims it, instead of being handed out (until then QueueStats counts
+//     it where it was; a delayed one waits for its run-at). A leased one
+//     runs on, but within one control interval its holder's
+//     Delivery.Cancelled channel closes (the worker cancels the handler's
+//     context with cause ErrCancelled), and its Retry or Release
+//     dead-letters it and returns ErrCancelled; an Ack still acks it.
+//   - Message.UniqueFor keeps a dedup key held for a period after enqueue,
+//     even when its message completed, against enqueues that also set
+//     UniqueFor.
+//
+// Each queue a client receives from, or holds deliveries of, costs one or
+// two small broker reads per control interval. Drivers without marks
+// return ErrUnsupported for all three; RabbitMQ has marks but cannot list
+// them, so it pauses and holds unique periods but does not cancel (it has
+// no dedup keys either, so UniqueFor is refused there too). Periodic jobs,
+// in package worker, use marks as well.
+//
 // # Errors
 //
 // The errors calls return are classified with errors.Is, the same way on
@@ -100,8 +130,10 @@
 //   - ErrTooLarge: a body or header set over the limit; nothing was stored.
 //     Do not retry as is.
 //   - ErrDuplicate: the dedup key is held by a pending message
-//     (DuplicateError has its id). Not a failure to retry: the message is
-//     already queued.
+//     (DuplicateError has its id), or by a unique period (an empty id).
+//     Not a failure to retry: the message is already queued or was run.
+//   - ErrCancelled: Retry or Release of a delivery whose message was
+//     cancelled; it was dead-lettered instead. Do not retry.
 //   - ErrLeaseLost: the receipt is no longer current (the lease expired and
 //     the message may be with someone else, or it was settled already);
 //     nothing changed. Do not retry the settlement; the message comes back
