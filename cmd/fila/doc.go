@@ -56,7 +56,8 @@
 // to drop, before anything moves.
 //
 // fila ui serves package ui's dashboard (queues, charts, dead letters,
-// replay, purge and delete behind a confirmation page) until interrupted.
+// replay, purge, delete, pause, resume and cancel behind a confirmation
+// page) until interrupted.
 // It listens on loopback unless --listen says otherwise, and warns when it
 // does not; it prints the broker URL only redacted, and never the token or
 // password, which are best given in the environment (flags show in the
