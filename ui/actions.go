@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/fila-go/fila"
@@ -17,9 +18,20 @@ const (
 	opReplay = "replay"
 	opPurge  = "purge"
 	opDelete = "delete"
-	// PAUSE/RESUME/CANCEL: add opPause, opResume and opCancel here once
-	// fila.Client has them, with a case in confirmView and in run.
+	opPause  = "pause"
+	opResume = "resume"
+	// opCancel cancels messages by id (not dead letters).
+	opCancel = "cancel"
 )
+
+// knownOp reports whether op is one of the actions.
+func knownOp(op string) bool {
+	switch op {
+	case opReplay, opPurge, opDelete, opPause, opResume, opCancel:
+		return true
+	}
+	return false
+}
 
 const (
 	// maxFormBytes bounds an action's form.
@@ -34,7 +46,7 @@ const (
 // errReadOnly refuses actions in read-only mode.
 var errReadOnly = &httpError{status: http.StatusForbidden, msg: "this dashboard is read-only: actions are disabled"}
 
-// selection is what a replay or purge applies to.
+// selection is what a replay, purge or cancel applies to.
 type selection struct {
 	IDs  []string
 	Kind string
@@ -43,13 +55,30 @@ type selection struct {
 
 // parseSelection reads the id, kind and all parameters. Replay and purge
 // need one of them: nothing selected is refused, never read as "all".
+// Cancel takes ids only (a field may hold several, separated by spaces,
+// as pasted); delete, pause and resume none.
 func parseSelection(op string, v url.Values) (selection, error) {
 	s := selection{IDs: v["id"], Kind: v.Get("kind"), All: v.Get("all") == "1"}
-	if op == opDelete {
-		return selection{}, nil
-	}
 	bad := func(msg string) (selection, error) {
 		return selection{}, &httpError{status: http.StatusBadRequest, msg: msg}
+	}
+	switch op {
+	case opDelete, opPause, opResume:
+		return selection{}, nil
+	case opCancel:
+		var ids []string
+		for _, f := range s.IDs {
+			ids = append(ids, strings.Fields(f)...)
+		}
+		switch {
+		case s.All || s.Kind != "":
+			return bad("cancel takes message ids only, not a kind or all")
+		case len(ids) == 0:
+			return bad("say which message to cancel: its id")
+		case len(ids) > maxIDs:
+			return bad(fmt.Sprintf("at most %d ids at once", maxIDs))
+		}
+		return selection{IDs: ids}, nil
 	}
 	switch {
 	case len(s.IDs) > maxIDs:
@@ -75,8 +104,14 @@ func (s selection) filter() fila.DeadFilter {
 	return f
 }
 
-// describe names the selection in a sentence.
-func (s selection) describe() string {
+// describe names the selection of op in a sentence.
+func (s selection) describe(op string) string {
+	if op == opCancel {
+		if len(s.IDs) == 1 {
+			return "message " + s.IDs[0]
+		}
+		return fmt.Sprintf("%d messages by id", len(s.IDs))
+	}
 	switch {
 	case s.All:
 		return "all dead letters"
@@ -102,6 +137,8 @@ type confirmView struct {
 	Button     string
 	Danger     bool
 	CancelURL  string
+	// CancelText labels the link back; "Cancel" when empty.
+	CancelText string
 }
 
 // confirm shows what an action would do and the form that does it.
@@ -116,7 +153,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op := r.URL.Query().Get("op")
-	if op != opReplay && op != opPurge && op != opDelete {
+	if !knownOp(op) {
 		h.fail(w, r, &httpError{status: http.StatusBadRequest, msg: "unknown action"})
 		return
 	}
@@ -129,7 +166,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	st, stErr := h.c.QueueStats(ctx, q)
 	v := confirmView{Action: h.prefix + "/queues/" + q + "/" + op, Sel: sel, CancelURL: h.queueURL(q)}
-	if len(sel.IDs) == 1 {
+	if len(sel.IDs) == 1 && op != opCancel {
 		v.CancelURL = h.letterURL(q, sel.IDs[0])
 	}
 	now := ""
@@ -143,11 +180,11 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 	}
 	switch op {
 	case opReplay:
-		v.Question = fmt.Sprintf("Replay %s%s of queue %s?", sel.describe(), now, q)
+		v.Question = fmt.Sprintf("Replay %s%s of queue %s?", sel.describe(op), now, q)
 		v.Detail = "They go back to ready with their attempts reset (dedup keys are dropped), and workers will run them again."
 		v.Button = "Replay"
 	case opPurge:
-		v.Question = fmt.Sprintf("Purge %s%s of queue %s?", sel.describe(), now, q)
+		v.Question = fmt.Sprintf("Purge %s%s of queue %s?", sel.describe(op), now, q)
 		v.Detail = "They are deleted for good; this cannot be undone."
 		v.Button, v.Danger = "Purge for good", true
 	case opDelete:
@@ -162,6 +199,21 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 			v.ForceLabel = fmt.Sprintf("Also delete the %s message(s) and %s dead letter(s) it holds",
 				fmtCount(st.Ready+st.Delayed+st.Leased), fmtCount(st.Dead))
 		}
+	case opPause:
+		v.Question = fmt.Sprintf("Pause queue %s?", q)
+		v.Detail = "Within a few seconds no worker of any process receives its messages, until it is resumed. " +
+			"Enqueueing goes on (messages wait as ready), and jobs already running finish."
+		v.Button = "Pause queue"
+	case opResume:
+		v.Question = fmt.Sprintf("Resume queue %s?", q)
+		v.Detail = "Workers receive its messages again within a second or so."
+		v.Button = "Resume queue"
+	case opCancel:
+		v.Question = fmt.Sprintf("Cancel %s of queue %s?", sel.describe(op), q)
+		v.Detail = "A message that is waiting is not run: the worker that next claims it dead-letters it with reason \"" +
+			fila.ReasonCancelled + "\". A running one's handler sees its context cancelled, and a retry dead-letters it. " +
+			"Replay it from the dead letters to run it after all. An unknown id is not an error."
+		v.Button, v.Danger, v.CancelText = "Cancel "+plural(len(sel.IDs), "the message", "the messages"), true, "Keep"
 	}
 	p := &page{Title: "Confirm", CSRF: h.csrfToken(w, r), P: v,
 		Crumbs: []crumb{{"Queues", h.prefix + "/"}, {q, h.queueURL(q)}, {Text: "Confirm"}}}
@@ -211,10 +263,10 @@ func (h *Handler) action(op string) http.HandlerFunc {
 				n, err = h.c.DeadPurge(ctx, q, sel.filter())
 			}
 			if err != nil {
-				h.fail(w, r, fmt.Errorf("%s %s of queue %s: %w", op, sel.describe(), q, err))
+				h.fail(w, r, fmt.Errorf("%s %s of queue %s: %w", op, sel.describe(op), q, err))
 				return
 			}
-			h.log.Info("fila ui: "+op+" dead letters", append(attrs, "selection", sel.describe(), "count", n)...)
+			h.log.Info("fila ui: "+op+" dead letters", append(attrs, "selection", sel.describe(op), "count", n)...)
 			http.Redirect(w, r, h.queueURL(q)+"?"+url.Values{"done": {op}, "n": {fmt.Sprint(n)}}.Encode(), http.StatusSeeOther)
 		case opDelete:
 			force := r.PostForm.Get("force") == "1"
@@ -228,6 +280,39 @@ func (h *Handler) action(op string) http.HandlerFunc {
 			}
 			h.log.Info("fila ui: deleted queue", append(attrs, "force", force)...)
 			http.Redirect(w, r, h.prefix+"/?"+url.Values{"done": {"delete"}, "queue": {q}}.Encode(), http.StatusSeeOther)
+		case opPause, opResume:
+			if op == opPause {
+				err = h.c.QueuePause(ctx, q)
+			} else {
+				err = h.c.QueueResume(ctx, q)
+			}
+			if err != nil {
+				h.fail(w, r, fmt.Errorf("%s queue %s: %w", map[string]string{opPause: "pausing", opResume: "resuming"}[op], q, err))
+				return
+			}
+			h.log.Info("fila ui: "+map[string]string{opPause: "paused", opResume: "resumed"}[op]+" queue", attrs...)
+			http.Redirect(w, r, h.queueURL(q)+"?"+url.Values{"done": {op}}.Encode(), http.StatusSeeOther)
+		case opCancel:
+			for i, id := range sel.IDs {
+				if err := h.c.MessageCancel(ctx, q, id); err != nil {
+					if i > 0 {
+						h.log.Info("fila ui: cancelled messages", append(attrs, "ids", sel.IDs[:i], "count", i)...)
+						err = fmt.Errorf("cancelled %d of %d messages, then %s: %w", i, len(sel.IDs), id, err)
+					}
+					h.fail(w, r, fmt.Errorf("cancelling %s of queue %s: %w", sel.describe(op), q, err))
+					return
+				}
+			}
+			h.log.Info("fila ui: cancelled messages", append(attrs, "ids", sel.IDs, "count", len(sel.IDs))...)
+			http.Redirect(w, r, h.queueURL(q)+"?"+url.Values{"done": {op}, "n": {fmt.Sprint(len(sel.IDs))}}.Encode(), http.StatusSeeOther)
 		}
 	}
+}
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -540,3 +540,42 @@ func TestBrowserScreenshot(t *testing.T) {
 	t.Logf("overview screenshot (%dx%d) in %s; Chromium started in %v", img.Width, img.Height, out, browser.start)
 	bt.noErrors()
 }
+
+// TestBrowserPause pauses a queue by clicking through its confirmation in
+// Chromium, sees the page say so, and resumes it the same way.
+func TestBrowserPause(t *testing.T) {
+	t.Parallel()
+	bt := tab(t)
+	c := open(t, "mem://"+unique("uipause"))
+	enqueue(t, c, "jobs", fila.Message{Kind: "k", Body: []byte("x")})
+	srv := serve(t, c, ui.Options{Refresh: -1})
+	paused := func() bool {
+		t.Helper()
+		p, err := c.QueuePaused(context.Background(), "jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bt.open(srv.URL + "/queues/jobs")
+	bt.click("#pause-queue", "the pause confirmation", pageOf("/queues/jobs/confirm", "#confirm"))
+	if got := bt.text("#question"); got != "Pause queue jobs?" {
+		t.Errorf("the confirmation asks %q", got)
+	}
+	if paused() {
+		t.Fatal("the confirmation page paused the queue by itself")
+	}
+	bt.click("#confirm", "the queue page after the pause", pageOf("/queues/jobs", "#paused-note"))
+	if got := bt.text("#flash"); !strings.Contains(got, "Paused the queue") {
+		t.Errorf("after the pause the page says %q", got)
+	}
+	if !paused() {
+		t.Fatal("the queue is not paused after the click")
+	}
+	bt.click("#resume-queue", "the resume confirmation", pageOf("/queues/jobs/confirm", "#confirm"))
+	bt.click("#confirm", "the queue page after the resume", pageOf("/queues/jobs", "#pause-queue"))
+	if eval[bool](bt, exists("#paused-note")) || paused() {
+		t.Error("the queue still shows or is paused after the resume")
+	}
+	bt.noErrors()
+}

@@ -1,9 +1,10 @@
 // Package ui is Fila's web dashboard: an http.Handler that shows every
 // queue of a broker with the three numbers that tell trouble early (how
 // long the oldest ready message has waited, dead letters per kind, p95 run
-// time per kind), lets an operator read dead letters in full, and replay,
-// purge or delete behind a confirmation step. It works the same on every
-// driver. `fila ui` serves it standalone.
+// time per kind), lets an operator read dead letters in full, replay,
+// purge or delete, pause and resume a queue and cancel a message, each
+// behind a confirmation step. It works the same on every driver (pause and
+// cancel where the driver has marks). `fila ui` serves it standalone.
 //
 // # Mounting
 //
@@ -29,16 +30,21 @@
 //     ready age and three small charts of the last hour: the oldest ready
 //     age, dead letters per kind and the p95 run time per kind. The page
 //     reloads its numbers every Options.Refresh.
-//   - Queue: the same numbers and charts, dead letters per kind, and the
-//     actions.
+//   - Queue: the same numbers and charts, whether the queue is paused,
+//     dead letters per kind, and the actions. The overview marks paused
+//     queues too.
 //   - Dead letters: a page of 50 at a time, filtered by kind; one letter in
 //     full: reason (with its stack trace), headers, and body as text when
 //     it is valid UTF-8, else as a hex dump (the first 64 KiB of text or
 //     16 KiB of bytes; the whole body is a download).
-//   - Actions: replay (one, a kind, all), purge (one, a kind, all) and
-//     queue delete. Each link opens a confirmation page that says what will
-//     happen (with the counts where the broker has them); only its button
-//     acts.
+//   - Actions: replay (one, a kind, all), purge (one, a kind, all), queue
+//     delete, queue pause and resume (fila.Client.QueuePause), and cancel
+//     by message id (fila.Client.MessageCancel; the id goes in a form
+//     field of the queue page, several separated by spaces). Each opens a
+//     confirmation page that says what will happen (with the counts where
+//     the broker has them); only its button acts. Pause and resume show
+//     only where the driver can pause queues (backend.Marker), the cancel
+//     form only where it can list marks (backend.MarkLister).
 //
 // # Charts
 //
@@ -107,7 +113,13 @@
 //
 // # Pause, resume, cancel
 //
-// Pausing and resuming a queue and cancelling jobs are being added to
-// fila.Client separately; the places for their actions are marked
-// PAUSE/RESUME/CANCEL in this package's source.
+// A pause is stored in the broker: within twice the clients' control
+// interval (2s by default) no worker of any process receives the queue's
+// messages, until it is resumed; enqueueing goes on and running jobs
+// finish. A cancelled message that waits is dead-lettered with reason
+// fila.ReasonCancelled by the worker that next claims it; a running one's
+// handler sees its context cancelled and a retry dead-letters it. Replay
+// it from the dead letters to run it after all. A message id typed into
+// the cancel form is untrusted like every other value: it is escaped
+// wherever it is shown, and the cancel is logged with it.
 package ui

@@ -217,6 +217,8 @@ func TestEscaping(t *testing.T) {
 			"confirm":         d.get(html.UnescapeString(link(t, lp.body, "replay")), http.StatusOK).body,
 			"confirm by kind": d.get("/queues/"+q+"/confirm?"+url.Values{"op": {"purge"}, "kind": {kind}}.Encode(), http.StatusOK).body,
 			"404":             d.get("/queues/"+q+"/dead/"+url.PathEscape(scriptPayload), http.StatusNotFound).body,
+			"confirm cancel":  d.get("/queues/"+q+"/confirm?"+url.Values{"op": {"cancel"}, "id": {scriptPayload}}.Encode(), http.StatusOK).body,
+			"confirm cancels": d.get("/queues/"+q+"/confirm?"+url.Values{"op": {"cancel"}, "id": {imgPayload, scriptPayload}}.Encode(), http.StatusOK).body,
 		}
 		for name, p := range pages {
 			for _, bad := range []string{"<script>document", "<img src=x", `"><img`} {

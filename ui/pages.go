@@ -173,6 +173,7 @@ func (h *Handler) charts(queue string, now time.Time) []chartView {
 type queueCard struct {
 	Name   string
 	URL    string
+	Paused bool
 	Stats  statsView
 	Charts []chartView
 }
@@ -210,6 +211,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 			st, err := h.c.QueueStats(ctx, q)
 			now := time.Now()
 			v.Queues[i] = queueCard{Name: q, URL: h.queueURL(q), Stats: h.statsView(q, st, err, now), Charts: h.charts(q, now)}
+			v.Queues[i].Paused, _ = h.paused(ctx, q)
 		}()
 	}
 	wg.Wait()
@@ -220,6 +222,20 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.render(w, r, http.StatusOK, "overview", pg)
+}
+
+// paused reads whether queue is paused; known is false when the driver
+// cannot pause queues or reading failed (logged).
+func (h *Handler) paused(ctx context.Context, queue string) (paused, known bool) {
+	p, err := h.c.QueuePaused(ctx, queue)
+	switch {
+	case errors.Is(err, fila.ErrUnsupported):
+		return false, false
+	case err != nil:
+		h.log.Warn("fila ui: reading whether a queue is paused failed", "queue", queue, "error", err)
+		return false, false
+	}
+	return p, true
 }
 
 func (h *Handler) refreshMS() int64 {
@@ -238,6 +254,16 @@ type queueView struct {
 	ReplayAllURL string
 	PurgeAllURL  string
 	DeleteURL    string
+	// Paused is the queue's state; PauseKnown is false when the driver
+	// cannot pause queues (or reading the state failed), and then no
+	// pause or resume button shows.
+	Paused     bool
+	PauseKnown bool
+	PauseURL   string
+	ResumeURL  string
+	// ConfirmURL is where the cancel form goes (a GET: the confirmation
+	// page); empty when the driver cannot cancel messages or read-only.
+	ConfirmURL string
 }
 
 // pathQueue returns the queue named in r's path, or an error for an
@@ -264,10 +290,18 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now()
 	v := queueView{Name: q, Stats: h.statsView(q, st, err, now), Charts: h.charts(q, now), DeadURL: h.deadURL(q, "", "")}
+	v.Paused, v.PauseKnown = h.paused(ctx, q)
 	if !h.o.ReadOnly {
 		v.ReplayAllURL = h.confirmURL(q, opReplay, nil, "", true)
 		v.PurgeAllURL = h.confirmURL(q, opPurge, nil, "", true)
 		v.DeleteURL = h.confirmURL(q, opDelete, nil, "", false)
+		if v.PauseKnown {
+			v.PauseURL = h.confirmURL(q, opPause, nil, "", false)
+			v.ResumeURL = h.confirmURL(q, opResume, nil, "", false)
+		}
+		if h.canCancel {
+			v.ConfirmURL = h.prefix + "/queues/" + q + "/confirm"
+		}
 	}
 	pg := &page{Title: "Queue " + q, Crumbs: []crumb{{"Queues", h.prefix + "/"}, {Text: q}}, P: v, RefreshMS: h.refreshMS()}
 	pg.Flash = doneFlash(r.URL.Query())
@@ -277,6 +311,12 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 // doneFlash is the message of an action that redirected here with
 // done=OP&n=N; only those two known values are read, never text.
 func doneFlash(q url.Values) string {
+	switch q.Get("done") {
+	case opPause:
+		return "Paused the queue: within a few seconds no worker receives its messages."
+	case opResume:
+		return "Resumed the queue: workers receive its messages again."
+	}
 	n, err := strconv.Atoi(q.Get("n"))
 	if err != nil || n < 0 {
 		return ""
@@ -286,6 +326,8 @@ func doneFlash(q url.Values) string {
 		return fmt.Sprintf("Replayed %d dead letter(s): they are ready again, attempts reset.", n)
 	case opPurge:
 		return fmt.Sprintf("Purged %d dead letter(s).", n)
+	case opCancel:
+		return fmt.Sprintf("Cancelled %d message(s): a waiting one is dead-lettered with reason %q instead of run; a running one's handler is told.", n, fila.ReasonCancelled)
 	}
 	return ""
 }

@@ -43,8 +43,8 @@ type Options struct {
 	// "/-._~".
 	Prefix string
 
-	// ReadOnly hides every action (replay, purge, delete) and refuses
-	// them with 403 Forbidden, whatever the request.
+	// ReadOnly hides every action (replay, purge, delete, pause, resume,
+	// cancel) and refuses them with 403 Forbidden, whatever the request.
 	ReadOnly bool
 
 	// Token, when set, lets in requests carrying "Authorization: Bearer
@@ -97,21 +97,25 @@ type Options struct {
 // Handler serves the dashboard. Make one with New; it is an http.Handler.
 // Close stops its sampler.
 type Handler struct {
-	c        *fila.Client
-	o        Options
-	log      *slog.Logger
-	driver   string
-	broker   string
-	prefix   string
-	mux      *http.ServeMux
-	pages    map[string]*template.Template
-	static   fs.FS
-	csrfKey  []byte
-	cop      *http.CrossOriginProtection
-	hist     *history
-	interval time.Duration
-	history  time.Duration
-	refresh  time.Duration
+	c      *fila.Client
+	o      Options
+	log    *slog.Logger
+	driver string
+	broker string
+	// canCancel: the driver can list marks, which cancelling by id needs
+	// (fila.Client.MessageCancel); without it the queue page shows no
+	// cancel form.
+	canCancel bool
+	prefix    string
+	mux       *http.ServeMux
+	pages     map[string]*template.Template
+	static    fs.FS
+	csrfKey   []byte
+	cop       *http.CrossOriginProtection
+	hist      *history
+	interval  time.Duration
+	history   time.Duration
+	refresh   time.Duration
 
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -165,6 +169,7 @@ func New(c *fila.Client, o Options) (*Handler, error) {
 	if n, ok := c.Driver().(backend.Namer); ok {
 		h.driver = n.DriverName()
 	}
+	_, h.canCancel = c.Driver().(backend.MarkLister)
 	h.broker = h.driver
 	if o.Broker != "" {
 		h.broker = fila.Redact(o.Broker)
@@ -241,12 +246,9 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /queues/{queue}/replay", h.action(opReplay))
 	m.HandleFunc("POST /queues/{queue}/purge", h.action(opPurge))
 	m.HandleFunc("POST /queues/{queue}/delete", h.action(opDelete))
-	// PAUSE/RESUME/CANCEL: fila.Client is getting pause, resume and cancel
-	// in parallel work. Their actions go here, as
-	//	m.HandleFunc("POST /queues/{queue}/pause", h.action(opPause))
-	// with an op in actions.go and a button in assets/templates/queue.html
-	// (see the PAUSE/RESUME/CANCEL mark there); h.action already applies
-	// read-only mode, CSRF and the confirmation step to every op.
+	m.HandleFunc("POST /queues/{queue}/pause", h.action(opPause))
+	m.HandleFunc("POST /queues/{queue}/resume", h.action(opResume))
+	m.HandleFunc("POST /queues/{queue}/cancel", h.action(opCancel))
 	m.HandleFunc("GET /static/{file}", h.staticFile)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &httpError{status: http.StatusNotFound, msg: "no such page"})

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -443,5 +445,160 @@ func TestQueueListAndDelete(t *testing.T) {
 		}
 		// An empty queue needs no --force.
 		ok(t, "", "--url", url, "queue", "delete", q, "--yes")
+	})
+}
+
+// skipUnsupported skips a test of job control on a driver that cannot do it
+// yet: when the command exited 4 and the client, asked the same, returns
+// fila.ErrUnsupported. The tests start running once the driver has marks.
+func skipUnsupported(t *testing.T, r result, b broker, clientErr func() error) {
+	t.Helper()
+	if r.code != exitUnsupported {
+		return
+	}
+	if err := clientErr(); errors.Is(err, fila.ErrUnsupported) {
+		t.Skipf("the %s driver cannot do this yet: %v", b.name, err)
+	} else {
+		t.Fatalf("the command exited 4 (%s) but the client returns %v", strings.TrimSpace(r.stderr), err)
+	}
+}
+
+func TestQueuePauseAndResume(t *testing.T) {
+	t.Parallel()
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
+		c := client(t, url)
+		ctx := context.Background()
+		q, other := unique("pause"), unique("nopause")
+		testenv.CleanupQueue(t, c, q)
+		testenv.CleanupQueue(t, c, other)
+		id := strings.TrimSpace(ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x"))
+		ok(t, "", "--url", url, "enqueue", "-q", other, "-k", "k", "--body", "x")
+
+		r := cli(t, "", "--url", url, "queue", "pause", q)
+		skipUnsupported(t, r, b, func() error { _, err := c.QueuePaused(ctx, q); return err })
+		if r.code != 0 || r.stdout != fmt.Sprintf("paused queue %q\n", q) {
+			t.Fatalf("queue pause: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if p, err := c.QueuePaused(ctx, q); err != nil || !p {
+			t.Fatalf("after queue pause, QueuePaused = %v, %v", p, err)
+		}
+		if p, err := c.QueuePaused(ctx, other); err != nil || p {
+			t.Fatalf("the other queue: QueuePaused = %v, %v", p, err)
+		}
+		ok(t, "", "--url", url, "queue", "pause", q) // pausing a paused queue changes nothing
+
+		// Stats: the table names the paused queue on a line of its own, the
+		// JSON has paused per queue.
+		out := ok(t, "", "--url", url, "stats", q, other)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 4 || lines[3] != "paused (nothing is received until fila queue resume): "+q {
+			t.Errorf("stats with a paused queue:\n%s", out)
+		}
+		if !strings.HasPrefix(lines[1], q+" ") || len(strings.Fields(lines[1])) != 7 {
+			t.Errorf("the paused queue's row changed its columns: %q", lines[1])
+		}
+		var js struct {
+			Queues []statsRow `json:"queues"`
+		}
+		if err := json.Unmarshal([]byte(ok(t, "", "--url", url, "stats", "--json", q, other)), &js); err != nil {
+			t.Fatal(err)
+		}
+		if len(js.Queues) != 2 || js.Queues[0].Paused == nil || !*js.Queues[0].Paused || js.Queues[1].Paused == nil || *js.Queues[1].Paused {
+			t.Errorf("stats --json paused = %+v", js.Queues)
+		}
+		if !b.noQueueList {
+			var list struct {
+				Queues []string  `json:"queues"`
+				Paused *[]string `json:"paused"`
+			}
+			if err := json.Unmarshal([]byte(ok(t, "", "--url", url, "queue", "list", "--json")), &list); err != nil {
+				t.Fatal(err)
+			}
+			if list.Paused == nil || !slices.Contains(*list.Paused, q) || slices.Contains(*list.Paused, other) {
+				t.Errorf("queue list --json paused = %v; want %s in it, not %s", list.Paused, q, other)
+			}
+			if out := ok(t, "", "--url", url, "queue", "list"); strings.Contains(out, "paused") {
+				t.Errorf("queue list (names only, for scripts) mentions the pause:\n%s", out)
+			}
+		}
+
+		// Resume: the message is received again.
+		out = ok(t, "", "--url", url, "queue", "resume", q)
+		if out != fmt.Sprintf("resumed queue %q\n", q) {
+			t.Errorf("queue resume: %q", out)
+		}
+		if p, err := c.QueuePaused(ctx, q); err != nil || p {
+			t.Fatalf("after queue resume, QueuePaused = %v, %v", p, err)
+		}
+		if out := ok(t, "", "--url", url, "stats", q); strings.Contains(out, "paused") {
+			t.Errorf("stats after the resume:\n%s", out)
+		}
+		ok(t, "", "--url", url, "queue", "resume", q) // resuming a running queue changes nothing
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		ds, err := c.Receive(rctx, q, fila.ReceiveParams{})
+		if err != nil || ds[0].ID != id {
+			t.Fatalf("receive after the resume: %v, %v", ds, err)
+		}
+		if err := ds[0].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// Usage errors.
+		fails(t, 2, "name one queue (fila queue pause QUEUE)", "", "--url", url, "queue", "pause")
+		fails(t, 2, "name one queue (fila queue resume QUEUE)", "", "--url", url, "queue", "resume", q, other)
+		fails(t, 2, "invalid argument", "", "--url", url, "queue", "pause", "not a queue")
+	})
+}
+
+func TestMessageCancel(t *testing.T) {
+	t.Parallel()
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
+		c := client(t, url)
+		ctx := context.Background()
+		q := unique("cancel")
+		testenv.CleanupQueue(t, c, q)
+		ids, err := c.EnqueueBatch(ctx, q, []fila.Message{{Kind: "a", Body: []byte("one")}, {Kind: "b", Body: []byte("two")},
+			{Kind: "c", Body: []byte("three")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		r := cli(t, "", "--url", url, "message", "cancel", "-q", q, ids[0], ids[2])
+		skipUnsupported(t, r, b, func() error { return c.MessageCancel(ctx, q, ids[0]) })
+		if r.code != 0 || r.stdout != fmt.Sprintf("cancelled 2 message(s) of queue %q\n", q) {
+			t.Fatalf("message cancel: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		// An unknown id is not an error.
+		ok(t, "", "--url", url, "message", "cancel", "--queue", q, "0190aaaa-0000-7000-8000-000000000000")
+
+		// Receiving dead-letters the cancelled ones and hands out the other.
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		ds, err := c.Receive(rctx, q, fila.ReceiveParams{Max: 3})
+		if err != nil || len(ds) != 1 || ds[0].ID != ids[1] {
+			t.Fatalf("receive after the cancel: %v, %v; want only %s", ds, err, ids[1])
+		}
+		if err := ds[0].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		page, err := c.DeadList(ctx, q, fila.DeadListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, l := range page.Letters {
+			got[l.ID] = l.Reason
+		}
+		if len(got) != 2 || got[ids[0]] != fila.ReasonCancelled || got[ids[2]] != fila.ReasonCancelled {
+			t.Errorf("dead letters after the cancel = %v; want %s and %s with reason %q", got, ids[0], ids[2], fila.ReasonCancelled)
+		}
+
+		// Usage errors.
+		fails(t, 2, "name at least one message id", "", "--url", url, "message", "cancel", "-q", q)
+		fails(t, 2, `required flag(s) "queue" not set`, "", "--url", url, "message", "cancel", ids[1])
+		fails(t, 2, "a message id is empty", "", "--url", url, "message", "cancel", "-q", q, "")
+		fails(t, 2, "invalid argument", "", "--url", url, "message", "cancel", "-q", q, "bad\x01id")
+		fails(t, 2, "invalid argument", "", "--url", url, "message", "cancel", "-q", "not a queue", ids[1])
 	})
 }

@@ -1,5 +1,6 @@
 // Command fila operates Fila queues on any supported broker: queue stats,
-// listing and deleting queues, dead-letter inspection, replay and purge,
+// listing, pausing, resuming and deleting queues, cancelling messages by
+// id, dead-letter inspection, replay and purge,
 // enqueueing from scripts, schema migrations, moving a queue to another
 // broker, and a web dashboard.
 //
@@ -19,7 +20,10 @@
 //	fila stats --watch[=2s] QUEUE...    refresh until Ctrl-C (in place on a terminal)
 //	fila stats --all                    every queue the broker holds
 //	fila queue list [--json]            the queues that hold messages or dead letters
+//	fila queue pause QUEUE
+//	fila queue resume QUEUE
 //	fila queue delete QUEUE [--force] [--yes]
+//	fila message cancel -q QUEUE ID...
 //	fila dead list -q QUEUE [--kind K] [--limit N] [--cursor C] [--json]
 //	fila dead show -q QUEUE ID [--json | --raw]
 //	fila dead replay -q QUEUE (--id ID... | --kind K | --all)
@@ -52,11 +56,29 @@
 // to drop, before anything moves.
 //
 // fila ui serves package ui's dashboard (queues, charts, dead letters,
-// replay, purge and delete behind a confirmation page) until interrupted.
+// replay, purge, delete, pause, resume and cancel behind a confirmation
+// page) until interrupted.
 // It listens on loopback unless --listen says otherwise, and warns when it
 // does not; it prints the broker URL only redacted, and never the token or
 // password, which are best given in the environment (flags show in the
 // process list). On RabbitMQ name the queues with --queue.
+//
+// fila queue pause stops every worker of every process from receiving the
+// queue's messages, within twice the clients' control interval (2s by
+// default; fila.WithControlInterval); enqueueing goes on and deliveries
+// already handed out run to their end. fila queue resume undoes it. The
+// pause is a mark stored in the broker (backend.Marker). fila stats names
+// the paused queues on a line below its table, and its JSON has "paused"
+// per queue (null when the driver cannot pause queues); fila queue list
+// --json adds the list of paused queues.
+//
+// fila message cancel cancels messages by id (fila.Client.MessageCancel): a
+// ready or delayed one is dead-lettered with reason "cancelled" by the
+// first worker that claims it, instead of run; a running one's worker
+// cancels its handler's context within the control interval, and its
+// retry dead-letters it. Replay it from the dead letters to run it after
+// all. An unknown id is not an error. It needs a driver that can list
+// marks (backend.MarkLister).
 //
 // fila queue list and fila stats --all need a driver that can list its
 // queues (backend.QueueLister): RabbitMQ cannot over AMQP, so name its
@@ -70,12 +92,13 @@
 //	1  the operation failed (broker error, dead letter not found, purge or
 //	   delete declined, queue not empty without --force)
 //	2  usage error or invalid input: unknown command or flag, missing flag,
-//	   bad URL or URL parameter, invalid queue name, kind, header or delay,
+//	   bad URL or URL parameter, invalid queue name, message id, kind, header or delay,
 //	   body too large, PostgreSQL schema not migrated (run fila schema up)
 //	3  the broker cannot be reached (open or ping failed, or timed out)
 //	4  the broker's driver lacks the capability (stats, dead-letter
-//	   management, dedup keys, queue listing or deletion, migrating delayed
-//	   messages or dead letters); the message names the driver
+//	   management, dedup keys, queue listing or deletion, pausing queues,
+//	   cancelling messages, migrating delayed messages or dead letters);
+//	   the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id
 //	   is printed on standard output
 //	6  the broker refused the credentials (wrong password, unknown user) or

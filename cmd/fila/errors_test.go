@@ -26,9 +26,36 @@ type bareDriver struct{ backend.Driver }
 
 func (bareDriver) DriverName() string { return "bare" }
 
+// noMarksDriver has stats and queue listing but no marks: it cannot pause
+// queues nor cancel messages.
+type noMarksDriver struct {
+	backend.Driver
+	backend.StatsReader
+	backend.QueueLister
+}
+
+func (noMarksDriver) DriverName() string { return "nomarks" }
+
+// noListDriver has marks but cannot list them: it pauses queues but cannot
+// cancel messages.
+type noListDriver struct {
+	backend.Driver
+	backend.Marker
+}
+
+func (noListDriver) DriverName() string { return "nolist" }
+
 func init() {
 	fila.Register("clitest-bare", func(_ context.Context, u *url.URL, _ backend.OpenOptions) (backend.Driver, error) {
 		return bareDriver{memory.Named("bare" + u.Host).Open()}, nil
+	})
+	fila.Register("clitest-nomarks", func(_ context.Context, u *url.URL, _ backend.OpenOptions) (backend.Driver, error) {
+		d := memory.Named("nomarks" + u.Host).Open()
+		return noMarksDriver{d, d, d}, nil
+	})
+	fila.Register("clitest-nolist", func(_ context.Context, u *url.URL, _ backend.OpenOptions) (backend.Driver, error) {
+		d := memory.Named("nolist" + u.Host).Open()
+		return noListDriver{d, d}, nil
 	})
 }
 
@@ -143,8 +170,30 @@ func TestMissingCapability(t *testing.T) {
 	fails(t, 4, "the bare driver does not support dead-letter management", "", "--url", u, "dead", "replay", "-q", "q", "--all")
 	fails(t, 4, "does not support dead-letter management", "y\n", "--url", u, "dead", "purge", "-q", "q", "--all")
 	fails(t, 4, "does not support", "", "--url", u, "enqueue", "-q", "q", "-k", "k", "--body", "x", "--dedup-key", "d")
+	fails(t, 4, "the bare driver does not support pausing queues", "", "--url", u, "queue", "pause", "q")
+	fails(t, 4, "the bare driver does not support pausing queues", "", "--url", u, "queue", "resume", "q")
+	fails(t, 4, "the bare driver does not support cancelling messages", "", "--url", u, "message", "cancel", "-q", "q", "some-id")
 	// What the driver can do still works.
 	ok(t, "", "--url", u, "enqueue", "-q", "q", "-k", "k", "--body", "x")
+
+	// Without marks the stats say nothing of pauses: no line, null in JSON.
+	nm := "clitest-nomarks://" + unique("caps")
+	ok(t, "", "--url", nm, "enqueue", "-q", "q", "-k", "k", "--body", "x")
+	if out := ok(t, "", "--url", nm, "stats", "q"); strings.Contains(out, "paused") || strings.Count(out, "\n") != 2 {
+		t.Errorf("stats without marks:\n%s", out)
+	}
+	if out := ok(t, "", "--url", nm, "stats", "--json", "q"); !strings.Contains(out, `"paused":null`) {
+		t.Errorf("stats --json without marks: %s", out)
+	}
+	if out := ok(t, "", "--url", nm, "queue", "list", "--json"); out != `{"queues":["q"]}`+"\n" {
+		t.Errorf("queue list --json without marks: %s", out)
+	}
+	fails(t, 4, "the nomarks driver does not support pausing queues", "", "--url", nm, "queue", "pause", "q")
+
+	// Marks without listing: pausing works, cancelling does not.
+	nl := "clitest-nolist://" + unique("caps")
+	ok(t, "", "--url", nl, "queue", "pause", "q")
+	fails(t, 4, "the nolist driver does not support cancelling messages", "", "--url", nl, "message", "cancel", "-q", "q", "some-id")
 }
 
 func TestSchemaUp(t *testing.T) {

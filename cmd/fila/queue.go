@@ -13,9 +13,9 @@ import (
 func newQueueCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "queue",
-		Short: "List a broker's queues, delete a queue",
+		Short: "List a broker's queues, pause or resume a queue, delete a queue",
 	}
-	cmd.AddCommand(newQueueListCmd(a), newQueueDeleteCmd(a))
+	cmd.AddCommand(newQueueListCmd(a), newQueuePauseCmd(a, true), newQueuePauseCmd(a, false), newQueueDeleteCmd(a))
 	return cmd
 }
 
@@ -27,7 +27,9 @@ func newQueueListCmd(a *app) *cobra.Command {
 		Long: `Print, one per line and sorted, the names of the queues that hold a ready,
 delayed or leased message or a dead letter (some brokers also list queues
 that were emptied but not deleted). RabbitMQ cannot list its queues over
-AMQP: there the command exits 4.`,
+AMQP: there the command exits 4. With --json the document also names the
+paused queues ("paused", left out when the driver cannot pause queues);
+fila stats --all shows them too.`,
 		Example: `  fila queue list
   fila queue list --json`,
 		Args: noArgs,
@@ -38,9 +40,16 @@ AMQP: there the command exits 4.`,
 					return err
 				}
 				if asJSON {
+					paused, err := pausedQueues(ctx, c, qs)
+					if err != nil {
+						return err
+					}
 					return writeJSONLine(a.stdout, struct {
 						Queues []string `json:"queues"`
-					}{append([]string{}, qs...)})
+						// Paused is nil (left out) when the driver cannot
+						// pause queues.
+						Paused *[]string `json:"paused,omitempty"`
+					}{append([]string{}, qs...), paused})
 				}
 				for _, q := range qs {
 					if _, err := fmt.Fprintln(a.stdout, q); err != nil {
@@ -53,6 +62,76 @@ AMQP: there the command exits 4.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of one name per line")
 	return cmd
+}
+
+// pausedQueues returns the paused ones of qs, or nil when the driver cannot
+// pause queues.
+func pausedQueues(ctx context.Context, c *fila.Client, qs []string) (*[]string, error) {
+	paused := []string{}
+	for _, q := range qs {
+		p, err := c.QueuePaused(ctx, q)
+		if errors.Is(err, fila.ErrUnsupported) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("paused state of queue %q: %w", q, err)
+		}
+		if p {
+			paused = append(paused, q)
+		}
+	}
+	return &paused, nil
+}
+
+// newQueuePauseCmd makes fila queue pause (pause true) or fila queue resume.
+func newQueuePauseCmd(a *app, pause bool) *cobra.Command {
+	verb, done := "resume", "resumed"
+	short := "Resume a paused queue: workers receive its messages again"
+	long := `Resume a queue paused with fila queue pause: within the clients' control
+interval (1s by default) workers of every process receive its messages
+again. Resuming a queue that is not paused changes nothing. Drivers that
+cannot pause queues exit 4.`
+	if pause {
+		verb, done = "pause", "paused"
+		short = "Pause a queue: no worker receives its messages until it is resumed"
+		long = `Pause a queue: within twice the clients' control interval (2s by default)
+no worker of any process receives its messages. Enqueueing goes on, and
+deliveries already handed out run to their end and are settled as usual.
+The pause is stored in the broker and lasts until fila queue resume;
+fila stats shows which queues are paused. Pausing a paused queue changes
+nothing. Drivers that cannot pause queues exit 4.`
+	}
+	return &cobra.Command{
+		Use:     verb + " QUEUE",
+		Short:   short,
+		Long:    long,
+		Example: "  fila queue " + verb + " emails",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("name one queue (fila queue %s QUEUE)", verb)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := args[0]
+			if err := fila.ValidateQueueName(q); err != nil {
+				return err
+			}
+			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
+				var err error
+				if pause {
+					err = c.QueuePause(ctx, q)
+				} else {
+					err = c.QueueResume(ctx, q)
+				}
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(a.stdout, "%s queue %q\n", done, q)
+				return err
+			})
+		},
+	}
 }
 
 func newQueueDeleteCmd(a *app) *cobra.Command {

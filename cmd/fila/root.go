@@ -146,11 +146,11 @@ func exitCode(err error) int {
 func newRoot(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fila",
-		Short: "Operate Fila queues: stats, dead letters, enqueue, schema, migrate, web dashboard",
-		Long: `fila operates Fila queues on any supported broker: queue stats, dead-letter
-inspection, replay and purge, enqueueing from scripts, schema migrations,
-moving a queue to another broker (fila migrate --from URL --to URL), and a
-web dashboard (fila ui).
+		Short: "Operate Fila queues: stats, pause, cancel, dead letters, enqueue, schema, migrate, web dashboard",
+		Long: `fila operates Fila queues on any supported broker: queue stats, pausing and
+resuming queues, cancelling messages, dead-letter inspection, replay and
+purge, enqueueing from scripts, schema migrations, moving a queue to another
+broker (fila migrate --from URL --to URL), and a web dashboard (fila ui).
 
 The broker URL comes from --url or the FILA_URL environment variable:
   postgres://user@host:5432/db   redis://host:6379/0   amqp://user:pass@host:5672/
@@ -165,7 +165,7 @@ unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
 	root.PersistentFlags().StringVar(&a.url, "url", "", "broker URL (default $"+urlEnv+")")
 	root.PersistentFlags().DurationVar(&a.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the broker to answer")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{code: exitUsage, err: err, usage: true} })
-	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a))
+	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newMessageCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a))
 	return root
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -35,7 +36,9 @@ its oldest ready message (how long the head of the queue has waited: the first
 number to watch). Counts are exact on a quiescent queue. "-" means none
 (nothing ready, no dead letters); "n/a" means the driver does not report it
 (RabbitMQ has no oldest-ready time nor dead counts per kind, and counts
-delayed and leased messages only for its own instance).
+delayed and leased messages only for its own instance). Paused queues (fila
+queue pause) are named on a line below the table, and in the JSON as
+"paused": true ("paused" is null when the driver cannot pause queues).
 
 --watch refreshes every 2s (or --watch=10s); on a terminal the table is
 redrawn in place, otherwise each refresh is printed after the last (one JSON
@@ -99,7 +102,10 @@ type statsRow struct {
 	// DeadByKind counts dead letters per kind; null when the driver does not
 	// tell.
 	DeadByKind map[string]int64 `json:"dead_by_kind"`
-	age        time.Duration
+	// Paused tells whether the queue is paused; null when the driver cannot
+	// pause queues.
+	Paused *bool `json:"paused"`
+	age    time.Duration
 }
 
 // collectStats reads the stats of queues, or with all of every queue
@@ -112,6 +118,7 @@ func collectStats(ctx context.Context, c *fila.Client, queues []string, all bool
 		}
 	}
 	rows := make([]statsRow, 0, len(queues))
+	canPause := true
 	for _, q := range queues {
 		s, err := c.QueueStats(ctx, q)
 		if err != nil {
@@ -128,6 +135,17 @@ func collectStats(ctx context.Context, c *fila.Client, queues []string, all bool
 			r.OldestReadyAgeSeconds = &secs
 		case s.Ready == 0:
 			r.OldestReadyAgeSeconds = new(float64)
+		}
+		if canPause {
+			p, err := c.QueuePaused(ctx, q)
+			switch {
+			case errors.Is(err, fila.ErrUnsupported):
+				canPause = false // the same for every queue: ask no more
+			case err != nil:
+				return nil, fmt.Errorf("paused state of queue %q: %w", q, err)
+			default:
+				r.Paused = &p
+			}
 		}
 		rows = append(rows, r)
 	}
@@ -157,7 +175,22 @@ func writeStats(w io.Writer, rows []statsRow, asJSON bool, at time.Time) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Queue, r.Ready, r.Delayed, r.Leased, r.Dead, age, kinds)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Paused queues are rare: a line when there are some, rather than a
+	// column that is almost always "no".
+	var paused []string
+	for _, r := range rows {
+		if r.Paused != nil && *r.Paused {
+			paused = append(paused, r.Queue)
+		}
+	}
+	if len(paused) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "paused (nothing is received until fila queue resume): %s\n", strings.Join(paused, ", "))
+	return err
 }
 
 // notReported fills a column the driver does not report.

@@ -39,11 +39,12 @@ func newUICmd(a *app) *cobra.Command {
 	var f uiFlags
 	cmd := &cobra.Command{
 		Use:   "ui",
-		Short: "Serve the web dashboard: queues, charts, dead letters, replay and purge",
+		Short: "Serve the web dashboard: queues, charts, dead letters, replay, purge, pause and cancel",
 		Long: `Serve the web dashboard (package github.com/fila-go/fila/ui) for the broker:
 every queue with its ready, delayed, leased and dead counts and oldest ready
-age, charts of the last hour, dead letters in full, and replay, purge and
-queue delete behind a confirmation step.
+age, charts of the last hour, dead letters in full, and replay, purge,
+queue delete, queue pause and resume and cancelling a message by id, each
+behind a confirmation step.
 
 It listens on loopback (127.0.0.1:8080) unless --listen says otherwise, and
 warns when it does not; on loopback it answers only to the host names
@@ -89,7 +90,7 @@ Stop with Ctrl-C.`,
 	}
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on (HOST:PORT); not loopback means anyone who reaches it")
 	cmd.Flags().StringVar(&f.prefix, "prefix", "", "path prefix to serve under, such as /fila (behind a proxy)")
-	cmd.Flags().BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (replay, purge, delete)")
+	cmd.Flags().BoolVar(&f.readOnly, "read-only", false, "hide and refuse every action (replay, purge, delete, pause, resume, cancel)")
 	cmd.Flags().StringArrayVar(&f.queues, "queue", nil, "queue to show besides those the broker lists (repeatable; needed on RabbitMQ)")
 	cmd.Flags().StringVar(&f.token, "token", "", "require this bearer token (default $"+uiTokenEnv+")")
 	cmd.Flags().StringVar(&f.password, "password", "", "require this basic-auth password (default $"+uiPasswordEnv+")")
@@ -206,7 +207,7 @@ func listenWarning(addr net.Addr, auth, readOnly bool) string {
 	w := fmt.Sprintf("listening on %s, which is not loopback: whoever can reach this address can open the dashboard", addr)
 	switch {
 	case !auth && !readOnly:
-		w += ", read every message and dead letter, and replay, purge and delete queues; set a password ($" + uiPasswordEnv + ") or --read-only"
+		w += ", read every message and dead letter, and replay, purge and delete queues, pause them and cancel messages; set a password ($" + uiPasswordEnv + ") or --read-only"
 	case !auth:
 		w += " and read every message and dead letter; set a password ($" + uiPasswordEnv + ")"
 	default:
