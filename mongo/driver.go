@@ -45,8 +45,8 @@ type Options struct {
 	// Database holds Fila's collections; empty means DefaultDatabase.
 	Database string
 	// Prefix starts the collection names (Prefix+"messages",
-	// Prefix+"dead", Prefix+"marks"); empty means DefaultPrefix. Letters, digits, '_', '-'
-	// and '.'.
+	// Prefix+"dead", Prefix+"marks"); empty means DefaultPrefix. Letters,
+	// digits, '_', '-' and '.'.
 	Prefix string
 	// PollInterval is the longest wait between checks of a blocked Receive
 	// when the server has no change streams or they are disabled; zero means
