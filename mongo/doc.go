@@ -62,6 +62,30 @@
 // leave replayed messages behind. Deliveries leased from a deleted queue
 // get ErrLeaseLost when settled; the queue can be used again at once.
 //
+// # Marks
+//
+// The driver implements backend.Marker and backend.MarkLister. Marks live
+// in <prefix>marks, one document per mark: _id is the queue name, a NUL and
+// the mark's name, with the queue (q), the name (n) and the expiry (u, a
+// date rounded up to the millisecond, or null for never). Expiry is decided
+// by the clock of the process calling the driver (time.Now()), like lease
+// deadlines: a mark whose expiry has passed by that clock is absent to
+// every call, whenever it is deleted. MarkSet is one upsert by _id; with
+// onlyNew its filter also requires the stored mark to have expired, so a
+// live mark makes the upsert collide with its _id, which the server
+// refuses (duplicate key: the mark exists). Creating a new mark is thus
+// decided by the unique _id, atomic on any server; taking over an expired
+// one is a conditional single-document update, atomic on MongoDB but not
+// on FerretDB v1 (see below), where two concurrent callers can both take
+// over the same expired mark. MarkList reads the queue's marks whose name
+// starts with the prefix (an anchored regular expression of the quoted
+// prefix, served by the index {q, n}, fila_marks), sorts the names in Go
+// (bytewise) and deletes the expired ones it passed. Where the server has
+// TTL indexes, one on u (fila_marks_expiry) also makes it delete expired
+// marks by itself, by its own clock, within a minute or so; a server clock
+// ahead of the clients' makes marks vanish early by the skew. QueueDelete
+// deletes the queue's marks with its messages and dead letters.
+//
 // # Delivery semantics
 //
 // At least once. A message whose lease passes without settlement is
@@ -149,8 +173,11 @@
 // findOneAndUpdate is not atomic under concurrency: two consumers can claim
 // the same message at once, the second claim replacing the first's
 // receipt (the first consumer's settlement then gets ErrLeaseLost). Use a
-// single consumer per queue there, or real MongoDB. FerretDB also sorts in
-// its own process, so claims slow down as a queue grows.
+// single consumer per queue there, or real MongoDB. The same goes for
+// MarkSet with onlyNew taking over an expired mark (creating a new one is
+// decided by the unique _id and stays exact). It has no TTL indexes, so
+// expired marks are deleted only when MarkList passes them. FerretDB also
+// sorts in its own process, so claims slow down as a queue grows.
 //
 // FerretDB v1.24 on SQLite (modernc.org/sqlite v1.32) enforces a find's or
 // findAndModify's maxTimeMS, which the mongo driver derives from a context

@@ -26,7 +26,7 @@ const (
 	// nor the URL's path names one.
 	DefaultDatabase = "fila"
 	// DefaultPrefix starts the names of Fila's collections:
-	// "fila_messages" and "fila_dead".
+	// "fila_messages", "fila_dead" and "fila_marks".
 	DefaultPrefix = "fila_"
 	// DefaultPollInterval is the longest a blocked Receive waits between
 	// checks of its queue when no change stream is available. The wait
@@ -45,8 +45,8 @@ type Options struct {
 	// Database holds Fila's collections; empty means DefaultDatabase.
 	Database string
 	// Prefix starts the collection names (Prefix+"messages",
-	// Prefix+"dead"); empty means DefaultPrefix. Letters, digits, '_', '-'
-	// and '.'.
+	// Prefix+"dead", Prefix+"marks"); empty means DefaultPrefix. Letters,
+	// digits, '_', '-' and '.'.
 	Prefix string
 	// PollInterval is the longest wait between checks of a blocked Receive
 	// when the server has no change streams or they are disabled; zero means
@@ -99,7 +99,8 @@ type Capabilities struct {
 
 // Driver is Fila's MongoDB driver. It implements backend.Driver and the
 // optional Deduper, DeadLetterer, StatsReader, TxEnqueuer, DelayedReceiver,
-// DeadImporter, QueueLister, QueueDeleter, Pinger and Namer interfaces.
+// DeadImporter, QueueLister, QueueDeleter, Marker, MarkLister, Pinger and
+// Namer interfaces.
 // Create it with New or open it with fila.Open and a mongodb:// or
 // mongodb+srv:// URL.
 type Driver struct {
@@ -112,6 +113,8 @@ type Driver struct {
 
 	// msgs and dead serve the hot path: primary, local reads.
 	msgs, dead *gomongo.Collection
+	// marks holds the queues' marks, with the hot path's options.
+	marks *gomongo.Collection
 	// watched is the messages collection for the change stream, which
 	// only runs with read concern majority.
 	watched *gomongo.Collection
@@ -145,6 +148,8 @@ var (
 	_ backend.DeadImporter    = (*Driver)(nil)
 	_ backend.QueueLister     = (*Driver)(nil)
 	_ backend.QueueDeleter    = (*Driver)(nil)
+	_ backend.Marker          = (*Driver)(nil)
+	_ backend.MarkLister      = (*Driver)(nil)
 )
 
 // New returns a driver over a connected client that the caller owns: Close
@@ -219,6 +224,7 @@ func newDriver(ctx context.Context, client *gomongo.Client, owns bool, opts Opti
 	report := options.Collection().SetWriteConcern(d.wc).SetReadConcern(rc).SetReadPreference(readpref.Primary())
 	d.msgs = db.Collection(opts.Prefix+"messages", hot)
 	d.dead = db.Collection(opts.Prefix+"dead", hot)
+	d.marks = db.Collection(opts.Prefix+"marks", hot)
 	d.watched = db.Collection(opts.Prefix+"messages", options.Collection().SetReadConcern(readconcern.Majority()).SetReadPreference(readpref.Primary()))
 	d.msgsReport = db.Collection(opts.Prefix+"messages", report)
 	d.deadReport = db.Collection(opts.Prefix+"dead", report)

@@ -43,14 +43,15 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 }
 
 // QueueDelete deletes everything queue holds: its pending messages (ready,
-// delayed and leased; their dedup keys live in them) and its dead letters,
-// with one deleteMany on each collection. Where the server has transactions
-// both commit together; without, the messages go first, then the dead
-// letters, so a Dead racing the delete (which writes its letter before
-// deleting the message) finds its lease lost and takes its letter back or
-// has it deleted here. A delivery leased from the queue then gets
-// ErrLeaseLost when settled. Nothing else is kept per queue, so an unknown
-// queue is not an error and the queue can be used again at once.
+// delayed and leased; their dedup keys live in them), its dead letters and
+// its marks, with one deleteMany on each collection. Where the server has
+// transactions all three commit together; without, the messages go first,
+// then the dead letters, then the marks, so a Dead racing the delete
+// (which writes its letter before deleting the message) finds its lease
+// lost and takes its letter back or has it deleted here. A delivery leased
+// from the queue then gets ErrLeaseLost when settled. Nothing else is kept
+// per queue, so an unknown queue is not an error and the queue can be used
+// again at once.
 func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 	var err error
 	if d.caps.Transactions {
@@ -78,6 +79,9 @@ func (d *Driver) queueDeleteOrdered(ctx context.Context, queue string) error {
 	if _, err := d.msgs.DeleteMany(ctx, filter); err != nil {
 		return err
 	}
-	_, err := d.dead.DeleteMany(ctx, filter)
+	if _, err := d.dead.DeleteMany(ctx, filter); err != nil {
+		return err
+	}
+	_, err := d.marks.DeleteMany(ctx, filter)
 	return err
 }

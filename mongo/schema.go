@@ -29,6 +29,15 @@ const (
 	dedupIndex = "fila_dedup"
 	// deadListIndex pages a queue's dead letters oldest first.
 	deadListIndex = "fila_dead_list"
+	// marksIndex serves MarkList (a queue's marks by name prefix) and
+	// QueueDelete.
+	marksIndex = "fila_marks"
+	// marksExpiryIndex is a TTL index on the marks' expiry: the server
+	// deletes expired marks by itself (every minute or so, by its own
+	// clock). Servers without TTL indexes (FerretDB v1) go without it:
+	// expired marks count as absent either way, and MarkList deletes the
+	// ones it passes.
+	marksExpiryIndex = "fila_marks_expiry"
 )
 
 // msgDoc is a pending message: ready, delayed or leased.
@@ -100,13 +109,18 @@ func (d *Driver) ensureIndexes(ctx context.Context) error {
 		name string
 		keys bson.D
 		opts *options.IndexOptionsBuilder
+		// optional indexes are skipped where the server does not
+		// implement them.
+		optional bool
 	}{
-		{d.msgs, claimIndex, bson.D{{Key: "q", Value: 1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}, options.Index()},
-		{d.msgs, dedupIndex, bson.D{{Key: "dk", Value: 1}}, options.Index().SetUnique(true).SetSparse(true)},
-		{d.dead, deadListIndex, bson.D{{Key: "q", Value: 1}, {Key: "da", Value: 1}, {Key: "_id", Value: 1}}, options.Index()},
+		{d.msgs, claimIndex, bson.D{{Key: "q", Value: 1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}, options.Index(), false},
+		{d.msgs, dedupIndex, bson.D{{Key: "dk", Value: 1}}, options.Index().SetUnique(true).SetSparse(true), false},
+		{d.dead, deadListIndex, bson.D{{Key: "q", Value: 1}, {Key: "da", Value: 1}, {Key: "_id", Value: 1}}, options.Index(), false},
+		{d.marks, marksIndex, bson.D{{Key: "q", Value: 1}, {Key: "n", Value: 1}}, options.Index(), false},
+		{d.marks, marksExpiryIndex, bson.D{{Key: "u", Value: 1}}, options.Index().SetExpireAfterSeconds(0), true},
 	}
 	have := map[string]bool{}
-	for _, c := range []*gomongo.Collection{d.msgs, d.dead} {
+	for _, c := range []*gomongo.Collection{d.msgs, d.dead, d.marks} {
 		names, err := indexNames(ctx, c)
 		if err != nil {
 			return err
@@ -121,10 +135,23 @@ func (d *Driver) ensureIndexes(ctx context.Context) error {
 		}
 		model := gomongo.IndexModel{Keys: w.keys, Options: w.opts.SetName(w.name)}
 		if _, err := w.coll.Indexes().CreateOne(ctx, model); err != nil {
+			if w.optional && notImplemented(err) {
+				continue
+			}
 			return err
 		}
 	}
 	return nil
+}
+
+// notImplemented reports whether err is the server refusing an operation
+// or option it does not implement (FerretDB v1: NotImplemented for a TTL
+// index's expireAfterSeconds).
+func notImplemented(err error) bool {
+	var se gomongo.ServerError
+	return errors.As(err, &se) && (se.HasErrorCode(238) || // NotImplemented
+		se.HasErrorCode(115) || // CommandNotSupported
+		se.HasErrorCode(197)) // InvalidIndexSpecificationOption
 }
 
 // indexNames lists a collection's index names (none when it does not

@@ -68,6 +68,8 @@
 //     and deleted.
 //   - dead: dead letters, apart so the hot table stays small, with reason and
 //     dead_at, listed by the keyset (dead_at, id).
+//   - marks: the queues' marks (see Marks), primary key (queue, name),
+//     both bytewise (COLLATE "C"), and until.
 //   - schema_migrations: applied versions.
 //
 // # Moving queues
@@ -80,16 +82,36 @@
 // # Listing and deleting queues
 //
 // The driver implements backend.QueueLister and backend.QueueDeleter. A
-// queue exists while it has a row in messages or dead. QueueList finds the
-// distinct names with one statement, a loose index scan: a recursive query
-// that probes the queue-leading indexes (messages_claim, dead_list) once per
-// queue for the next name, so it costs one index probe per queue rather than
-// a read of every row; names come back bytewise sorted (COLLATE "C").
-// QueueDelete deletes the queue's rows from both tables in one statement,
-// so atomically; its dedup keys live on those rows and go with them, and a
-// delivery leased from it finds no row to settle and gets ErrLeaseLost. A
-// message enqueued by a transaction that commits after the delete started
-// is kept.
+// queue exists while it has a row in messages or dead (marks alone do not
+// make one). QueueList finds the distinct names with one statement, a loose
+// index scan: a recursive query that probes the queue-leading indexes
+// (messages_claim, dead_list) once per queue for the next name, so it costs
+// one index probe per queue rather than a read of every row; names come
+// back bytewise sorted (COLLATE "C").
+// QueueDelete deletes the queue's rows from messages, dead and marks in
+// one statement, so atomically; its dedup keys live on those rows and go
+// with them, and a delivery leased from it finds no row to settle and gets
+// ErrLeaseLost. A message enqueued by a transaction that commits after the
+// delete started is kept.
+//
+// # Marks
+//
+// The driver implements backend.Marker and backend.MarkLister. Marks live
+// in the marks table, one row per queue and name, with until the expiry
+// (NULL: never). Each call is one statement, so it works through a pooler
+// in transaction mode. Expiry is decided by the server's clock (now()),
+// against an until computed by the calling process's clock, so a client
+// whose clock is skewed sets marks that expire early or late by the skew.
+// A mark whose until has passed is absent to every call at once; its row
+// is deleted later: MarkSet deletes up to 16 of the queue's other expired
+// marks (found by the index marks_expiry) and MarkList all of them (up to
+// 1000 per call), skipping rows locked by concurrent calls. MarkSet with
+// onlyNew is INSERT ... ON CONFLICT DO UPDATE ... WHERE the stored mark has
+// expired: PostgreSQL decides it under the row's lock, so of concurrent
+// callers in any number of processes exactly one stores the mark.
+// MarkList matches the prefix by comparing the first characters of the
+// name (no LIKE, so '%', '_' and '\' are plain characters) over a range of
+// the primary key, and returns names bytewise sorted.
 //
 // # Wake-up
 //

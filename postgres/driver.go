@@ -56,7 +56,7 @@ type Options struct {
 // Driver is the PostgreSQL driver. Build it with Open (through fila.Open) or
 // New; it implements backend.Driver and the optional Deduper, DeadLetterer,
 // StatsReader, TxEnqueuer, DelayedReceiver, DeadImporter, QueueLister,
-// QueueDeleter, Pinger and Namer interfaces. It is safe for concurrent use.
+// QueueDeleter, Marker, MarkLister, Pinger and Namer interfaces. It is safe for concurrent use.
 type Driver struct {
 	pool     *pgxpool.Pool
 	ownPool  bool
@@ -96,6 +96,8 @@ var (
 	_ backend.Namer        = (*Driver)(nil)
 	_ backend.QueueLister  = (*Driver)(nil)
 	_ backend.QueueDeleter = (*Driver)(nil)
+	_ backend.Marker       = (*Driver)(nil)
+	_ backend.MarkLister   = (*Driver)(nil)
 )
 
 // New returns a driver over a pool the caller owns (Close does not close it).

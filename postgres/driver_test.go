@@ -194,7 +194,7 @@ func TestConcurrentMigrations(t *testing.T) {
 
 	// Upgrade: take the schema back to version 1; opening refuses it with
 	// a hint, Migrate brings it forward.
-	if _, err := base.Exec(ctx, "ALTER TABLE "+schema+".messages DROP COLUMN run_at; DELETE FROM "+schema+".schema_migrations WHERE version > 1"); err != nil {
+	if _, err := base.Exec(ctx, "DROP TABLE "+schema+".marks; ALTER TABLE "+schema+".messages DROP COLUMN run_at; DELETE FROM "+schema+".schema_migrations WHERE version > 1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := postgres.New(ctx, base, postgres.Options{Schema: schema}); !errors.Is(err, fila.ErrInvalid) || !errors.Is(err, postgres.ErrNotMigrated) || !strings.Contains(err.Error(), "version 1") {

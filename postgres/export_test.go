@@ -28,3 +28,9 @@ func NotificationsIdle(d *Driver) bool { return d.notifier.idle() }
 
 // QueueListSQL returns d's queue-listing statement.
 func QueueListSQL(d *Driver) string { return d.q.queueList }
+
+// MarkListSQL returns d's mark-listing statement.
+func MarkListSQL(d *Driver) string { return d.q.markList }
+
+// MarkSetSQL returns d's MarkSet statement (onlyNew false).
+func MarkSetSQL(d *Driver) string { return d.q.markSet }

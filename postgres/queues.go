@@ -30,9 +30,9 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// QueueDelete deletes queue's rows from messages and dead in one statement
-// (so in one transaction). Its dedup keys live on its message rows and go
-// with them; a delivery leased from it then finds no row to settle and gets
+// QueueDelete deletes queue's rows from messages, dead and marks in one
+// statement (so in one transaction). Its dedup keys live on its message
+// rows and go with them; a delivery leased from it then finds no row to settle and gets
 // ErrLeaseLost. A message enqueued concurrently, committed after the delete
 // took its snapshot, is kept.
 func (d *Driver) QueueDelete(ctx context.Context, queue string) error {

@@ -34,6 +34,12 @@ type statements struct {
 
 	queueList   string
 	queueDelete string
+
+	markSet    string // create or replace
+	markSetNew string // create unless a live mark exists (onlyNew)
+	markGet    string
+	markDelete string
+	markList   string
 }
 
 // channelName returns the LISTEN/NOTIFY channel of a schema.
@@ -208,13 +214,68 @@ WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::uuid[] IS NULL OR id = ANY(
 )
 SELECT queue FROM (SELECT queue FROM m UNION SELECT queue FROM d) u
 ORDER BY queue COLLATE "C"`),
-		// Both deletes run in one statement, so atomically; a data-modifying
+		// The deletes run in one statement, so atomically; a data-modifying
 		// WITH runs whether or not the main query reads it.
 		queueDelete: r.Replace(`WITH m AS (
 	DELETE FROM {{s}}.messages WHERE queue = $1
 ), d AS (
 	DELETE FROM {{s}}.dead WHERE queue = $1
+), k AS (
+	DELETE FROM {{s}}.marks WHERE queue = $1
 )
 SELECT 1`),
+
+		// A plain upsert. The WITH deletes a few of the queue's other
+		// expired marks on the way (see markSweep).
+		markSet: r.Replace(markSweep + `
+INSERT INTO {{s}}.marks AS k (queue, name, until) VALUES ($1, $2, $3::timestamptz)
+ON CONFLICT (queue, name) DO UPDATE SET until = EXCLUDED.until`),
+		// Inserts the mark, or takes over a row whose mark has expired; a
+		// live one is left alone and the command tag says 0 rows. INSERT ...
+		// ON CONFLICT decides under the row's lock, on its latest committed
+		// version, so of concurrent callers in any number of sessions
+		// exactly one stores the mark.
+		markSetNew: r.Replace(markSweep + `
+INSERT INTO {{s}}.marks AS k (queue, name, until) VALUES ($1, $2, $3::timestamptz)
+ON CONFLICT (queue, name) DO UPDATE SET until = EXCLUDED.until
+WHERE k.until IS NOT NULL AND k.until <= now()`),
+		markGet: r.Replace(`SELECT EXISTS (SELECT FROM {{s}}.marks
+	WHERE queue = $1 AND name = $2 AND (until IS NULL OR until > now()))`),
+		markDelete: r.Replace(`DELETE FROM {{s}}.marks WHERE queue = $1 AND name = $2`),
+		// The prefix test compares the first length($2) characters, so
+		// '%', '_' and '\' in a name or prefix are plain characters (no
+		// LIKE pattern); name >= $2 lets the primary key (bytewise, COLLATE
+		// "C" on the column) start the range at the prefix. The WITH deletes
+		// the queue's expired marks (all of them, up to 1000) while the
+		// list is read: the snapshot is the same, so the list filters them
+		// out itself.
+		markList: r.Replace(`WITH gone AS (
+	DELETE FROM {{s}}.marks
+	WHERE queue = $1 AND name = ANY(ARRAY(
+		SELECT name FROM {{s}}.marks
+		WHERE queue = $1 AND until <= now()
+		LIMIT 1000
+		FOR UPDATE SKIP LOCKED))
+)
+SELECT name FROM {{s}}.marks
+WHERE queue = $1 AND name >= $2::text AND left(name, length($2::text)) = $2::text
+	AND (until IS NULL OR until > now())
+ORDER BY name`),
 	}
 }
+
+// markSweep is the WITH clause of MarkSet: it deletes up to 16 of the
+// queue's expired marks other than the one being set (a statement must
+// not touch the row its INSERT ... ON CONFLICT may update), found by
+// marks_expiry. Rows another transaction has locked (being set again, or
+// swept by another caller) are skipped rather than waited for, so the sweep
+// never blocks or deadlocks a MarkSet. It only keeps the table from
+// growing: an expired mark counts as absent whether or not it was swept.
+const markSweep = `WITH gone AS (
+	DELETE FROM {{s}}.marks
+	WHERE queue = $1 AND name = ANY(ARRAY(
+		SELECT name FROM {{s}}.marks
+		WHERE queue = $1 AND until <= now() AND name <> $2
+		LIMIT 16
+		FOR UPDATE SKIP LOCKED))
+)`
