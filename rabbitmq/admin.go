@@ -380,8 +380,9 @@ func (d *Driver) deadOp(ctx context.Context, queue string, f backend.DeadFilter,
 
 // QueueDelete deletes queue's RabbitMQ topology with every message in it:
 // its delay queues (found by probing every possible delay queue name, see
-// ReceiveDelayed, so those other instances created go too), the main queue,
-// and the dead-letter queue and exchange. Deleting what does not exist is
+// ReceiveDelayed, so those other instances created go too), the marks
+// recorded in its mark registries and the registries (see marks.go), the
+// main queue, and the dead-letter queue and exchange. Deleting what does not exist is
 // not an error (queue.delete and exchange.delete of a missing name succeed).
 //
 // Then every driver instance of this process on the same broker, vhost and
@@ -411,14 +412,26 @@ func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 	// queues go first: their messages dead-letter into the main queue,
 	// which must not be declared again meanwhile and catch them.
 	buckets := allBuckets()
+	// The queue's marks are found in its mark registries (see marks.go);
+	// the registries go after them, so a failure below leaves them to a
+	// retry.
+	marks, err := s.recordedMarks(ctx, n)
+	if err != nil {
+		return err
+	}
 	err = s.withCtl(ctx, func(ch *amqp.Channel) error {
 		for _, ms := range buckets {
 			if _, err := ch.QueueDelete(n.delay(ms), false, false, true); err != nil {
 				return err
 			}
 		}
+		for _, mq := range marks {
+			if _, err := ch.QueueDelete(mq, false, false, true); err != nil {
+				return err
+			}
+		}
 		// The first reply waited for comes after every delete above.
-		for _, name := range []string{n.main, n.dead} {
+		for _, name := range []string{n.main, n.dead, n.markRegistry(false), n.markRegistry(true)} {
 			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
 				return err
 			}

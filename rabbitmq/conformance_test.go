@@ -35,6 +35,7 @@ func runConformance(t *testing.T, raw string) {
 			conformance.FeatureOldestReady: "RabbitMQ does not report the age of a queue's head without the management plugin",
 			conformance.FeatureDeadByKind:  "counting dead letters by kind would need reading the whole dead queue",
 			conformance.FeatureQueueList:   "AMQP 0-9-1 has no way to list queues, and the driver does not use the management plugin",
+			conformance.FeatureMarkList:    "a mark is a queue, and AMQP 0-9-1 has no way to list queues (the driver does not use the management plugin)",
 		},
 		RedeliveryBound: 3 * time.Second,
 		WakeupBound:     time.Second,
@@ -113,6 +114,11 @@ func (d *tracked) ReceiveDelayed(ctx context.Context, queue string, p backend.Re
 func (d *tracked) DeadImport(ctx context.Context, queue string, letters []backend.DeadLetter) error {
 	d.tr.note(queue)
 	return d.Driver.DeadImport(ctx, queue, letters)
+}
+
+func (d *tracked) MarkSet(ctx context.Context, queue, name string, until time.Time, onlyNew bool) (bool, error) {
+	d.tr.note(queue)
+	return d.Driver.MarkSet(ctx, queue, name, until, onlyNew)
 }
 
 func (d *tracked) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {

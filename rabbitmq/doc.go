@@ -28,6 +28,10 @@
 //	P.Q:delay:MS   durable classic queue with x-message-ttl MS whose
 //	               messages dead-letter back to P.Q through the default
 //	               exchange; x-expires MS+10min deletes it once unused
+//	P.Q:mark:H     a mark (see Capabilities): an empty durable classic
+//	               queue per mark, H a hash of the mark's name
+//	P.Q:marks      the mark registries QueueDelete reads (one message
+//	P.Q:marks:ttl  per mark created)
 //
 // Everything is declared idempotently on first use, once per connection. Fila
 // queue names cannot contain ':', so no two queues' names collide. A queue
@@ -246,6 +250,42 @@
 // effect. Queues cannot be listed (backend.QueueLister is
 // not implemented): AMQP 0-9-1 has no such method and the driver does not
 // use the management plugin.
+//
+// Marks (backend.Marker; not backend.MarkLister). A mark is a queue of its
+// own, P.Q:mark:H with H a hash of the mark's name (base64url SHA-256, cut
+// to fit RabbitMQ's 255 bytes: 43 characters with the default prefix,
+// never fewer than 11), a durable classic queue that never holds a message.
+// MarkSet with onlyNew declares it with an argument RabbitMQ compares and
+// no other caller shares, so exactly one concurrent declarer, in any
+// process, creates it and the others get 406 PRECONDITION_FAILED, which
+// means a live mark. MarkSet without onlyNew deletes and declares it again.
+// An expiry is the queue's x-expires, the milliseconds left until `until`
+// when MarkSet runs: the broker deletes the queue once it was unused that
+// long, typically within milliseconds of the expiry (measured on 3.10: 50ms
+// late for 1.5s) but never before, and later while the node holding it is
+// down or overloaded; until then MarkGet reports the mark and MarkSet with
+// onlyNew refuses it. The expiry runs on the broker's timer from when the
+// declare arrives, so the client's and broker's clocks need not agree.
+// RabbitMQ restarts that timer on every passive declare and basic.get of the
+// queue, so MarkGet never does either: it binds the mark's queue to
+// amq.direct (keyed by the queue's own name), which fails with 404 for a
+// missing queue and leaves the timer alone. The user therefore needs read
+// permission on amq.direct. Marks are classic queues, so on a cluster a
+// mark lives on one node: while it is down, the calls on that mark fail
+// with fila.ErrUnavailable, and it does not expire until the node is back.
+// AMQP cannot list queues, so MarkList is not provided, and QueueDelete
+// finds a queue's marks in two registry queues, P.Q:marks and
+// P.Q:marks:ttl, holding one message (the mark's queue name) per mark
+// MarkSet created: it reads them (basic.get, one round trip per record),
+// deletes every mark named there, then the registries. A record of an
+// expiring mark expires a minute after its mark (per-message TTL); a
+// classic queue drops expired messages only from its head, so P.Q:marks:ttl
+// holds at most the records created during the longest expiry in use. The
+// records of marks without expiry stay until QueueDelete, one per creation
+// (MarkDelete does not remove them), so P.Q:marks grows with the number of
+// times such marks were set. A MarkSet running during a QueueDelete, or one
+// whose process died between creating the mark and recording it, can leave
+// a mark QueueDelete does not delete.
 //
 // Dedup keys (R11) and transactional
 // enqueue are not supported: RabbitMQ has neither a key check over a queue's

@@ -16,6 +16,10 @@ import (
 //	                queue's x-message-ttl) and then dead-letter back to P.Q
 //	                through the default exchange; it deletes itself
 //	                (x-expires) once unused for MS plus 10 minutes
+//	P.Q:mark:H      a mark: an empty queue, H the base64url SHA-256 of the
+//	                mark's name, cut to fit maxNameLen (see marks.go)
+//	P.Q:marks       the registries of the marks created, without and with
+//	P.Q:marks:ttl   an expiry
 //
 // Fila queue names never contain ':' (they are ASCII letters, digits, '.',
 // '_' and '-'), so the names of different queues never collide.

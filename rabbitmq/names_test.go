@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,6 +26,39 @@ func TestBucketMS(t *testing.T) {
 		}
 		if got := bucketMS(tc.d); time.Duration(got)*time.Millisecond > tc.d+time.Millisecond {
 			t.Errorf("bucketMS(%v) = %d ms is longer than the delay", tc.d, got)
+		}
+	}
+}
+
+// TestMarkNames: a mark's queue name fits RabbitMQ's limit for the longest
+// prefix and queue name, keeps at least 11 hash characters, and stays apart
+// from the queue's other names and from other marks.
+func TestMarkNames(t *testing.T) {
+	for _, tc := range []struct{ prefix, queue string }{
+		{"fila", "q"},
+		{strings.Repeat("p", maxPrefix), strings.Repeat("q", 128)},
+	} {
+		d := &Driver{opts: Options{Prefix: tc.prefix}}
+		n, err := d.names(tc.queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{n.main: true, n.dead: true, n.delay(maxBucketMS): true, n.markRegistry(false): true, n.markRegistry(true): true}
+		for _, name := range []string{"pause", "pause ", "Pause", strings.Repeat("x", 600), strings.Repeat("x", 599)} {
+			mq := n.mark(name)
+			if len(mq) > maxNameLen {
+				t.Errorf("mark %.20q of queue %.20q: name is %d bytes", name, tc.queue, len(mq))
+			}
+			if h := len(mq) - len(n.main+markInfix); h < 11 {
+				t.Errorf("mark %.20q: only %d hash characters", name, h)
+			}
+			if seen[mq] {
+				t.Errorf("mark %.20q: name %q taken", name, mq)
+			}
+			seen[mq] = true
+			if n.mark(name) != mq {
+				t.Errorf("mark %.20q: name not stable", name)
+			}
 		}
 	}
 }

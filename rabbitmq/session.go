@@ -38,6 +38,8 @@ type session struct {
 	declMu   sync.Mutex
 	declared map[string]*declCall // main topology, per Fila queue
 	delays   map[string]time.Time // delay queue name -> when last declared
+	// registries holds the mark registry queues declared (see marks.go).
+	registries map[string]bool
 
 	markerMu sync.Mutex
 	marker   string // the stats barrier's queue, once declared
@@ -56,6 +58,8 @@ func newSession(d *Driver, conn *amqp.Connection) *session {
 		blocked:  make(chan struct{}),
 		declared: map[string]*declCall{},
 		delays:   map[string]time.Time{},
+
+		registries: map[string]bool{},
 	}
 	s.pub.s = s
 	return s
@@ -215,6 +219,8 @@ func (s *session) forget(queue string, n names) {
 	s.declMu.Lock()
 	defer s.declMu.Unlock()
 	delete(s.declared, queue)
+	delete(s.registries, n.markRegistry(false))
+	delete(s.registries, n.markRegistry(true))
 	prefix := n.main + delayInfix
 	for name := range s.delays {
 		if strings.HasPrefix(name, prefix) {

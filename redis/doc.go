@@ -155,6 +155,24 @@
 // deletes all of a queue's keys with one DEL: deliveries leased from it are
 // then pending nowhere, so settling them returns ErrLeaseLost.
 //
+// # Marks
+//
+// The driver implements backend.Marker and backend.MarkLister. A queue's
+// marks live in one more key of its slot, {<prefix>:<queue>}:marks, a
+// sorted set with the mark name as member and its expiry as score (Unix
+// ms, +inf for none); QueueDelete deletes it with the others. MarkSet and
+// MarkGet are scripts that compare the expiry with the Redis server's clock
+// (TIME), so every client agrees on what expired, to the millisecond; a
+// client whose clock is off sets expiries off by as much. MarkSet with
+// onlyNew checks and writes in one script, so of concurrent callers exactly
+// one wins. MarkSet and MarkList remove the expired marks they pass, and
+// the key expires (PEXPIREAT) with its latest mark unless one is permanent,
+// so forgotten marks do not hold memory. MarkList reads the whole set and
+// sorts in Go (the members have different scores, so ZRANGEBYLEX cannot
+// select by prefix): its cost grows with the queue's live marks. Marks are
+// not covered by fila_wait_replicas: a failover can lose a mark set just
+// before it. The marks key does not make a queue appear in QueueList.
+//
 // # Errors
 //
 // Failures a retry may cure wrap backend.ErrUnavailable (fila.ErrUnavailable):

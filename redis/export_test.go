@@ -1,7 +1,8 @@
 package redis
 
-// QueueKeys exposes a queue's key names to the tests.
-func QueueKeys(prefix, queue string) []string { return queueKeys(prefix, queue).list() }
+// QueueKeys exposes a queue's key names to the tests: the scripts' twelve,
+// then the marks.
+func QueueKeys(prefix, queue string) []string { return queueKeys(prefix, queue).all() }
 
 // Key names by role, for tests that tamper with one of them.
 const (
@@ -17,6 +18,7 @@ const (
 	KeyDeadIDs
 	KeyDedupIDs
 	KeyMoved
+	KeyMarks
 )
 
 // ForceFastPath makes a driver built with o use the fast receive path for

@@ -16,12 +16,17 @@ type keys struct {
 	deadIDs  string // hash: message id -> stream id of its dead letter (for idempotent imports)
 	dedupIDs string // hash: stream id -> "message id\ndedup key" for each entry holding a dedup key
 	moved    string // set: lease consumers that lost an entry to another consumer (see the ack script)
+	marks    string // sorted set: mark name -> expiry (Unix ms, +inf for none); see marks.go
 }
 
 // list returns the keys in the order the scripts expect them (KEYS[1..12]).
+// The marks key is not among them: only the mark scripts use it.
 func (k keys) list() []string {
 	return []string{k.stream, k.leases, k.deadline, k.delayed, k.payloads, k.dedup, k.dead, k.deadKind, k.sweep, k.deadIDs, k.dedupIDs, k.moved}
 }
+
+// all returns every key of the queue, for QueueDelete.
+func (k keys) all() []string { return append(k.list(), k.marks) }
 
 func queueKeys(prefix, queue string) keys {
 	tag := "{" + prefix + ":" + queue + "}"
@@ -38,5 +43,6 @@ func queueKeys(prefix, queue string) keys {
 		deadIDs:  tag + ":deadids",
 		dedupIDs: tag + ":dedupsids",
 		moved:    tag + ":moved",
+		marks:    tag + ":marks",
 	}
 }

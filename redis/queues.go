@@ -65,11 +65,11 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 
 // QueueDelete deletes every key of the queue with one DEL (they share a
 // slot): its stream and consumer group, leases, delayed messages, dedup
-// keys and dead letters. A delivery leased from it is then not pending
+// keys, dead letters and marks. A delivery leased from it is then not pending
 // anywhere, so settling it returns ErrLeaseLost; the next Enqueue or
 // Receive creates the keys again.
 func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
-	if err := d.c.Del(ctx, d.keys(queue).list()...).Err(); err != nil {
+	if err := d.c.Del(ctx, d.keys(queue).all()...).Err(); err != nil {
 		return d.fail(ctx, err)
 	}
 	d.mu.Lock()
