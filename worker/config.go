@@ -22,11 +22,19 @@ const (
 	DefaultShutdownGrace = 10 * time.Second
 )
 
-// Config configures a Worker. Only Queues is required.
+// Config configures a Worker. Queues or Periodic is required.
 type Config struct {
 	// Queues maps each queue the worker serves to its settings. Each queue has
-	// its own concurrency limit and its own receive loop.
+	// its own concurrency limit and its own receive loop. It may be empty
+	// when Periodic is not: the worker then only enqueues periodic jobs.
 	Queues map[string]QueueConfig
+
+	// Periodic holds the schedules the worker runs: at each tick of a
+	// schedule one copy of its message is enqueued, once however many
+	// processes run a Worker with that schedule (see "Periodic jobs" in the
+	// package documentation). The driver must keep marks (backend.Marker);
+	// New refuses the schedules otherwise.
+	Periodic []Periodic
 
 	// Lease is how long each received message stays invisible to other
 	// consumers before the worker must extend it; default fila.DefaultLease
@@ -121,8 +129,8 @@ type settings struct {
 
 // withDefaults fills zero fields and checks the config.
 func (cfg Config) withDefaults() (Config, error) {
-	if len(cfg.Queues) == 0 {
-		return cfg, errors.New("worker: Config.Queues is empty; name at least one queue")
+	if len(cfg.Queues) == 0 && len(cfg.Periodic) == 0 {
+		return cfg, errors.New("worker: Config.Queues is empty; name at least one queue (or a periodic schedule)")
 	}
 	queues := make(map[string]QueueConfig, len(cfg.Queues))
 	for name, qc := range cfg.Queues {

@@ -83,6 +83,76 @@
 // but not yet started. Settlement after shutdown uses a fresh context bounded
 // to 10s; pending acks are stored before Run returns. Run returns once every goroutine it started has ended.
 //
+// # Periodic jobs
+//
+// Config.Periodic makes the worker enqueue a message on a schedule (a cron
+// expression or a fixed interval, see [Periodic]); any worker serving the
+// queue runs it like any job. Every process whose Worker has a schedule of
+// the same Name and Queue takes part in it, and each tick is enqueued once
+// however many of them run:
+//
+//	worker.Config{Periodic: []worker.Periodic{{
+//		Name: "invoices.nightly", Queue: "billing",
+//		Cron: "0 6 * * *", Location: paris, // 06:00 in Paris
+//		Message: fila.Message{Kind: "invoices.send"},
+//	}}}
+//
+// Each enqueued copy carries the header [HeaderScheduledAt]: its tick, in
+// UTC with nanoseconds, the same whichever process enqueued it.
+//
+// Exactly once per tick: every process computes the same ticks (Every ticks
+// at multiples of Every since the Unix epoch; Cron's are wall times in
+// Location), sleeps until the next one, then claims it by creating the mark
+// "periodic/<Name>/<tick in Unix ns>" on Queue in the broker with
+// create-if-absent, which is atomic across processes (backend.Marker): the
+// one process that created the mark enqueues the run, the others skip it.
+// The mark expires 70 s after the following tick, so it outlives every
+// attempt on its tick: a process that wakes late still runs a tick up to
+// 10 s after the following one (later, it skips the tick, which the others
+// ran), and clock skew of up to a minute between processes cannot make one
+// find the mark gone and claim the tick again. Where the driver enforces
+// dedup keys, the run also has the dedup key
+// "fila.periodic/<Name>/<tick in Unix ns>", a second guard while it is
+// pending (an ErrDuplicate enqueue counts as done).
+//
+// The winner retries an enqueue that fails with fila.ErrUnavailable or a
+// timeout, with backoff from 100ms to 2s, until the following tick; if it
+// still fails (or fails with any other error), the worker deletes the mark
+// and logs an Error that the run was missed. Enqueued runs log at Debug; a
+// failing enqueue or claim logs a Warn at its first failure, Debug for the
+// retries and an Info when it works again.
+//
+// What can miss a run: a process that dies (or is stopped for good by a
+// broker outage) after its claim and before its enqueue took the tick with
+// it; no other process runs that tick. A claim whose MarkSet failed (a
+// timeout) may have been stored anyway: the process cannot tell, so it
+// assumes another process won and logs an Error. Both windows are short
+// (one round trip each), and both lose a run rather than run it twice.
+// A run is then missed the way any tick passed while no process ran is.
+//
+// Missed ticks (while no process ran the schedule) follow Periodic.Missed:
+// MissedSkip, the default, ignores them; MissedRunOnce makes a starting
+// worker enqueue the most recent tick before its start, once, if no process
+// had enqueued it (its mark, which lives past the following tick, is
+// absent). Marks live in the broker: a broker that lost them (an in-memory
+// broker restarted) cannot tell an old tick was run.
+//
+// Time zones: Cron reads its fields in Location (default UTC). On a day a
+// daylight-saving change skips a wall time (02:30 on a spring-forward night
+// in Europe or America), a schedule at that time does not run; on a day
+// one is repeated (01:30 on a fall-back night), it runs at both instants.
+// Schedules that must run once a day whatever the zone's rules use UTC or
+// a time outside 01:00 to 03:00. Every is independent of time zones.
+//
+// Drivers: periodic jobs need marks in the broker (backend.Marker); New
+// returns an error matching fila.ErrUnsupported for a driver without them.
+// The memory driver has them; see each driver's documentation for the
+// others. The scheduler is one goroutine per Worker, started by Run and
+// stopped with it; it sleeps until the next tick (at most a minute at a
+// time, to follow steps of the wall clock). A claim or enqueue in flight
+// when Run's context ends is finished (bounded to 10s) before Run returns,
+// without further retries.
+//
 // # Observability
 //
 // Every job's context carries a logger ([Logger]) with the queue, kind, id

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/outagelog"
 )
 
@@ -34,6 +35,10 @@ type Worker struct {
 	cfg Config
 	log *slog.Logger
 
+	schedules []*schedule    // Config.Periodic, checked
+	marker    backend.Marker // the driver's marks, with schedules
+	dedup     bool           // the driver enforces dedup keys
+
 	mu       sync.RWMutex
 	handlers map[string]Handler // wrapped with the middleware
 	unknown  Handler            // wrapped with the middleware
@@ -52,6 +57,17 @@ func New(c *fila.Client, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	schedules, err := parsePeriodic(cfg.Periodic)
+	if err != nil {
+		return nil, err
+	}
+	var marker backend.Marker
+	if len(schedules) > 0 {
+		if marker, err = checkMarker(c); err != nil {
+			return nil, err
+		}
+	}
+	d, dedup := c.Driver().(backend.Deduper)
 	if cfg.Heartbeat >= cfg.Lease {
 		cfg.Logger.Warn("fila worker: heartbeat interval is not below the lease; long jobs will lose their leases",
 			slog.Duration("heartbeat", cfg.Heartbeat), slog.Duration("lease", cfg.Lease))
@@ -66,6 +82,10 @@ func New(c *fila.Client, cfg Config) (*Worker, error) {
 		log:      cfg.Logger,
 		handlers: map[string]Handler{},
 		unknown:  chain(unknown, cfg.Middleware),
+
+		schedules: schedules,
+		marker:    marker,
+		dedup:     dedup && d.DedupKeys(),
 	}, nil
 }
 
@@ -108,9 +128,10 @@ func (w *Worker) handler(kind string) Handler {
 	return w.unknown
 }
 
-// Run receives and runs jobs until ctx ends, then shuts down gracefully: it
-// stops receiving, lets running jobs finish for up to Config.ShutdownGrace,
-// then cancels their contexts (cause ErrShutdown) and waits for them to
+// Run receives and runs jobs, and enqueues the runs of Config.Periodic,
+// until ctx ends, then shuts down gracefully: it stops receiving and
+// scheduling, lets running jobs finish for up to Config.ShutdownGrace, then
+// cancels their contexts (cause ErrShutdown) and waits for them to
 // return. Messages received but not started are released at once for other
 // consumers, never acked. Acks of finished jobs still pending are stored
 // before Run returns. Run returns only when every goroutine it started has
@@ -118,8 +139,9 @@ func (w *Worker) handler(kind string) Handler {
 //
 // Run returns nil after a shutdown caused by ctx. It returns an error when a
 // queue cannot be received from for good (the client was closed: ErrClosed;
-// invalid settings: ErrInvalid), after the same graceful shutdown. Transient
-// receive errors are logged and retried with backoff. A Worker runs once.
+// invalid settings: ErrInvalid) or a periodic run finds the client closed,
+// after the same graceful shutdown. Transient receive errors are logged and
+// retried with backoff. A Worker runs once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called twice")
@@ -149,6 +171,16 @@ func (w *Worker) Run(ctx context.Context) error {
 				errOnce.Do(func() { runErr = err })
 				stopRecv(err)
 			}
+		}()
+	}
+	if len(w.schedules) > 0 {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			w.runScheduler(recvCtx, func(err error) {
+				errOnce.Do(func() { runErr = err })
+				stopRecv(err)
+			})
 		}()
 	}
 	loops.Wait() // every receive loop has ended: no more jobs start

@@ -22,9 +22,10 @@ import (
 
 // The worker processes of TestWorkerCrash are this test binary started again
 // with childEnv set: TestMain sees it and runs workerChild instead of the
-// tests. The other variables configure the child.
+// tests (periodicChild for TestPeriodicProcesses). The other variables
+// configure the child.
 const (
-	childEnv            = "FILA_FAULTS_CHILD" // "worker"
+	childEnv            = "FILA_FAULTS_CHILD" // "worker" or "periodic"
 	childURLEnv         = "FILA_FAULTS_URL"
 	childQueueEnv       = "FILA_FAULTS_QUEUE"
 	childLedgerEnv      = "FILA_FAULTS_LEDGER"
@@ -38,8 +39,11 @@ const (
 const jobKind = "faults.job"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "worker" {
+	switch os.Getenv(childEnv) {
+	case "worker":
 		os.Exit(workerChild())
+	case "periodic":
+		os.Exit(periodicChild())
 	}
 	os.Exit(m.Run())
 }

@@ -22,6 +22,12 @@
 //     again within 5 s of the broker answering.
 //   - TestAnalyze: the ledger accounting on hand-written ledgers, including
 //     the duplicates it must refuse.
+//   - TestPeriodicProcesses, on every broker whose driver keeps marks
+//     (backend.Marker; a driver without them is skipped, naming why): 3
+//     worker processes run one 1-second periodic schedule for 20 s, with
+//     dedup keys off so the marks alone keep runs single. Every tick from
+//     when all processes run until they are stopped is in the queue
+//     exactly once, and no tick is there twice.
 //
 // Run one case (each needs its broker; the broker-crash tests need the
 // server programs, which scripts/services installs):
