@@ -40,6 +40,8 @@ const ReasonCancelled = "cancelled"
 const CancelHold = 90 * 24 * time.Hour
 
 // queueControl is a client's view of one queue's pause and cancel marks.
+// Lock order: Delivery.mu, then queueControl.fetchMu, then queueControl.mu;
+// code holding qc.mu never takes a delivery's mu.
 type queueControl struct {
 	fetchMu sync.Mutex // one refresh at a time
 
@@ -130,11 +132,26 @@ func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 				return
 			case <-t.C:
 			}
+			// Lock order: a Delivery's mu before qc.mu (settlements hold
+			// the delivery's while they forget it here), so deadlines are
+			// read outside qc.mu.
 			qc.mu.Lock()
+			watched := make([]*Delivery, 0, len(qc.watches))
+			for _, d := range qc.watches {
+				watched = append(watched, d)
+			}
+			qc.mu.Unlock()
 			now := time.Now()
-			for id, d := range qc.watches {
+			var stale []*Delivery
+			for _, d := range watched {
 				if d.Deadline().Before(now.Add(-time.Minute)) {
-					delete(qc.watches, id) // never settled, long expired
+					stale = append(stale, d) // never settled, long expired
+				}
+			}
+			qc.mu.Lock()
+			for _, d := range stale {
+				if qc.watches[d.ID] == d {
+					delete(qc.watches, d.ID)
 				}
 			}
 			if len(qc.watches) == 0 && now.Sub(qc.lastUsed) > 2*c.opts.controlInterval {

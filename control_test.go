@@ -70,3 +70,29 @@ func TestControlBadInput(t *testing.T) {
 		}
 	}
 }
+
+// Settling deliveries while the client reads its marks in the background
+// must not deadlock (a refresh used to read a delivery's deadline while a
+// batch ack held it and waited for the refresh's lock).
+func TestControlRefreshDuringSettlements(t *testing.T) {
+	c := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open(), fila.WithControlInterval(10*time.Millisecond))
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msgs := make([]fila.Message, 500)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "k"}
+	}
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		if _, err := c.EnqueueBatch(ctx, "q", msgs); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := c.Receive(ctx, "q", fila.ReceiveParams{Max: 500})
+		if err != nil {
+			t.Fatalf("Receive: %v (a deadlock ends in the context's deadline)", err)
+		}
+		if err := c.AckBatch(ctx, ds); err != nil {
+			t.Fatalf("AckBatch: %v", err)
+		}
+	}
+}
