@@ -51,9 +51,12 @@ type queueControl struct {
 	cancelled map[string]bool
 	// watches are the deliveries of this client not settled yet, by id,
 	// whose Cancelled channel a refresh closes.
-	watches   map[string]*Delivery
-	running   bool      // a refresher goroutine runs
-	lastUsed  time.Time // the latest Receive
+	watches  map[string]*Delivery
+	running  bool      // a refresher goroutine runs
+	lastUsed time.Time // the latest Receive
+	// receivers cancels the driver Receive calls in progress, for a pause.
+	receivers map[uint64]context.CancelCauseFunc
+	nextKey   uint64
 	refreshed chan struct{}
 }
 
@@ -62,7 +65,7 @@ func (c *Client) control(queue string) *queueControl {
 	defer c.ctlMu.Unlock()
 	qc := c.ctl[queue]
 	if qc == nil {
-		qc = &queueControl{cancelled: map[string]bool{}, watches: map[string]*Delivery{}}
+		qc = &queueControl{cancelled: map[string]bool{}, watches: map[string]*Delivery{}, receivers: map[uint64]context.CancelCauseFunc{}}
 		c.ctl[queue] = qc
 	}
 	return qc
@@ -98,6 +101,9 @@ func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, fo
 	defer qc.mu.Unlock()
 	qc.fetchedAt = time.Now()
 	qc.paused = paused
+	if paused {
+		qc.stopReceiversLocked()
+	}
 	if c.lister != nil {
 		qc.cancelled = cancelled
 		for id, d := range qc.watches {
@@ -115,7 +121,7 @@ func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, fo
 func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 	qc.mu.Lock()
 	qc.lastUsed = time.Now()
-	if qc.running || c.lister == nil {
+	if qc.running {
 		qc.mu.Unlock()
 		return
 	}
@@ -154,14 +160,14 @@ func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 					delete(qc.watches, d.ID)
 				}
 			}
-			if len(qc.watches) == 0 && now.Sub(qc.lastUsed) > 2*c.opts.controlInterval {
+			if len(qc.watches) == 0 && len(qc.receivers) == 0 && now.Sub(qc.lastUsed) > 2*c.opts.controlInterval {
 				qc.running = false
 				qc.mu.Unlock()
 				return
 			}
 			qc.mu.Unlock()
 			ctx, cancel := context.WithTimeout(c.closeCtx, 10*time.Second)
-			err := c.refresh(ctx, queue, qc, false)
+			err := c.refresh(ctx, queue, qc, true)
 			cancel()
 			if err != nil && c.closeCtx.Err() == nil {
 				c.opts.logger.Debug("fila: reading pause and cancel marks failed; retrying", slog.String("queue", queue), slog.Any("error", err))
@@ -186,6 +192,34 @@ func (c *Client) receiveState(ctx context.Context, queue string) (*queueControl,
 	qc.mu.Lock()
 	defer qc.mu.Unlock()
 	return qc, qc.paused, nil
+}
+
+// addReceiver registers the cancel of a driver Receive about to start; it
+// returns false, registering nothing, when the queue is paused.
+func (qc *queueControl) addReceiver(cancel context.CancelCauseFunc) (uint64, bool) {
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	if qc.paused {
+		return 0, false
+	}
+	qc.nextKey++
+	qc.receivers[qc.nextKey] = cancel
+	return qc.nextKey, true
+}
+
+func (qc *queueControl) removeReceiver(key uint64) {
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	delete(qc.receivers, key)
+}
+
+// stopReceiversLocked ends the driver Receive calls in progress: the queue
+// was paused.
+func (qc *queueControl) stopReceiversLocked() {
+	for key, cancel := range qc.receivers {
+		cancel(errPaused)
+		delete(qc.receivers, key)
+	}
 }
 
 func (qc *queueControl) isCancelled(id string) bool {
@@ -272,6 +306,9 @@ func (c *Client) setPause(ctx context.Context, queue string, pause bool) error {
 	qc := c.control(queue)
 	qc.mu.Lock()
 	qc.paused = pause
+	if pause {
+		qc.stopReceiversLocked()
+	}
 	qc.mu.Unlock()
 	return nil
 }

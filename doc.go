@@ -94,9 +94,9 @@
 //
 //   - QueuePause stops every client from handing out the queue's messages
 //     within twice the control interval (WithControlInterval, default 1s):
-//     a client reads the queue's marks at most one interval old before a
-//     receive, and a blocked Receive waits on the driver one interval at a
-//     time. Enqueue goes on; leased messages stay leased and are settled as
+//     a client reads the queue's marks once per interval while it receives
+//     from the queue, starts no receive on marks older than that, and ends
+//     a blocked Receive when it sees the pause. Enqueue goes on; leased messages stay leased and are settled as
 //     usual. QueueResume undoes it within the same bound.
 //   - MessageCancel cancels a message by id. A ready or delayed message is
 //     dead-lettered with reason ReasonCancelled by the first client that

@@ -346,9 +346,9 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 	for {
 		var qc *queueControl
 		if c.marker != nil {
-			// While the queue is paused nothing is received; a Receive
-			// lasts one control interval at a time so that a pause made
-			// meanwhile is seen.
+			// While the queue is paused nothing is received; a pause
+			// the client's refresher sees meanwhile ends the driver's
+			// Receive (receiveUnlessPaused).
 			var paused bool
 			var err error
 			qc, paused, err = c.receiveState(cctx, queue)
@@ -366,9 +366,9 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 				}
 			}
 		}
-		bds, err := c.receiveSlice(cctx, qc != nil, queue, backend.ReceiveParams{Max: p.Max, Lease: p.Lease})
-		if errors.Is(err, errSliceEnded) {
-			continue // look at the marks again
+		bds, err := c.receiveUnlessPaused(cctx, qc, queue, backend.ReceiveParams{Max: p.Max, Lease: p.Lease})
+		if errors.Is(err, errPaused) {
+			continue // wait for the resume
 		}
 		if err != nil {
 			return nil, c.done(ctx, err)
@@ -400,21 +400,27 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 	}
 }
 
-// errSliceEnded reports that a Receive slice of one control interval ended
-// without messages.
-var errSliceEnded = errors.New("fila: receive slice ended")
+// errPaused ends a driver Receive when its queue was paused meanwhile.
+var errPaused = errors.New("fila: queue paused")
 
-// receiveSlice calls the driver's Receive, for one control interval at most
-// when sliced.
-func (c *Client) receiveSlice(ctx context.Context, sliced bool, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
-	if !sliced {
+// receiveUnlessPaused calls the driver's Receive; with marks, a pause seen
+// by the client's refresher meanwhile cancels it (returning errPaused).
+// Only a pause cancels it: a cancelled Receive may leave a claim leased
+// until its lease expires, so receives are not cut short on a timer.
+func (c *Client) receiveUnlessPaused(ctx context.Context, qc *queueControl, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+	if qc == nil {
 		return c.drv.Receive(ctx, queue, p)
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.opts.controlInterval)
-	defer cancel()
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	key, ok := qc.addReceiver(cancel)
+	if !ok {
+		return nil, errPaused
+	}
+	defer qc.removeReceiver(key)
 	bds, err := c.drv.Receive(rctx, queue, p)
-	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
-		return nil, errSliceEnded
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errPaused) {
+		return nil, errPaused
 	}
 	return bds, err
 }
