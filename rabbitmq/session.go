@@ -155,7 +155,16 @@ func (s *session) withCtl(ctx context.Context, fn func(ch *amqp.Channel) error) 
 		}
 		s.ctl = ch
 	}
-	return fn(s.ctl)
+	err := fn(s.ctl)
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		// A channel exception (404 of a probe, 406 of a declare) closes the
+		// channel on the broker at once, while amqp091 may not have marked it
+		// closed yet: a frame sent on it meanwhile makes the broker close the
+		// whole connection (504 CHANNEL_ERROR). Never reuse it.
+		s.ctl = nil
+	}
+	return err
 }
 
 // markerQueue returns the name of the connection's marker queue for stats
