@@ -27,8 +27,9 @@
 // master fails before a replica has it. fila_wait_replicas=N
 // (Options.WaitReplicas) makes Enqueue and DeadImport wait (WAIT) until N
 // replicas acknowledged the write, failing with fila.ErrUnavailable after
-// fila_wait_timeout (default 1s) otherwise; the failover test loses nothing
-// with it. Give each master N+1 replicas if it must keep accepting enqueues
+// fila_wait_timeout (default 1s) otherwise (read_timeout is raised to
+// fila_wait_timeout + 3s when shorter, so the wait is not cut into an i/o
+// timeout); the failover test loses nothing with it. Give each master N+1 replicas if it must keep accepting enqueues
 // after a failover (the promoted replica needs replicas of its own).
 // Everything else (acks, retries, dead letters) is safe to lose in a
 // failover: the message is delivered again.

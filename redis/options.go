@@ -67,7 +67,10 @@ type Options struct {
 	// WaitTimeout fails with ErrUnavailable (it may still be stored: a retry
 	// may store it twice). Default 0 (no waiting).
 	WaitReplicas int
-	// WaitTimeout bounds WaitReplicas' wait. Default 1s.
+	// WaitTimeout bounds WaitReplicas' wait. Default 1s. The WAIT is read
+	// under the client's read timeout: Open raises read_timeout to
+	// WaitTimeout + 3s when it is shorter; with New, give the client a
+	// ReadTimeout longer than WaitTimeout.
 	WaitTimeout time.Duration
 
 	// fastMin is the smallest Max for which Receive may use the fast path
@@ -188,18 +191,21 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 		if err != nil {
 			return nil, goRedisURLErr(err)
 		}
+		opt.ReadTimeout = readTimeoutFor(opt.ReadTimeout, o)
 		client = goredis.NewClient(opt)
 	case "cluster":
 		opt, err := goredis.ParseClusterURL(cu.String())
 		if err != nil {
 			return nil, goRedisURLErr(err)
 		}
+		opt.ReadTimeout = readTimeoutFor(opt.ReadTimeout, o)
 		client = goredis.NewClusterClient(opt)
 	case "sentinel":
 		opt, err := goredis.ParseFailoverURL(cu.String())
 		if err != nil {
 			return nil, goRedisURLErr(err)
 		}
+		opt.ReadTimeout = readTimeoutFor(opt.ReadTimeout, o)
 		client = goredis.NewFailoverClient(opt)
 	default:
 		return nil, backend.Invalidf("URL parameter fila_mode=%q: want single, cluster or sentinel", mode)
@@ -216,6 +222,20 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 
 // goRedisURLErr reports a go-redis URL parse error as ErrInvalid, without the
 // URL itself (it may carry a password).
+// readTimeoutFor returns a go-redis read timeout that outlasts a replica
+// wait: a WAIT of fila_wait_timeout is read in the same pipeline as its
+// write, under the connection's read timeout (default 3s), which would cut
+// a longer wait into an i/o timeout. Negative values (no timeout) stay.
+func readTimeoutFor(rt time.Duration, o Options) time.Duration {
+	if o.WaitReplicas <= 0 || rt < 0 {
+		return rt
+	}
+	if rt == 0 {
+		rt = 3 * time.Second // go-redis's default
+	}
+	return max(rt, o.WaitTimeout+3*time.Second)
+}
+
 func goRedisURLErr(err error) error {
 	return fmt.Errorf("%w: redis URL: %s", backend.ErrInvalid, strings.TrimPrefix(err.Error(), "redis: "))
 }
