@@ -111,7 +111,10 @@ func tab(t *testing.T) *browserTab {
 	if browser.err != nil {
 		t.Fatalf("starting Chromium (%s): %v", path, browser.err)
 	}
-	ctx, cancel := chromedp.NewContext(browser.ctx)
+	// A browser context of its own per test: cookies are shared across
+	// ports of one host, and parallel tests setting their first CSRF
+	// cookie at once would overwrite each other's.
+	ctx, cancel := chromedp.NewContext(browser.ctx, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
 	// Bound everything the test does in its tab.
 	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
