@@ -51,13 +51,11 @@ type queueControl struct {
 	cancelled map[string]bool
 	// watches are the deliveries of this client not settled yet, by id,
 	// whose Cancelled channel a refresh closes.
-	watches  map[string]*Delivery
-	running  bool      // a refresher goroutine runs
-	lastUsed time.Time // the latest Receive
+	watches map[string]*Delivery
+	running bool // a refresher goroutine runs
 	// receivers cancels the driver Receive calls in progress, for a pause.
 	receivers map[uint64]context.CancelCauseFunc
 	nextKey   uint64
-	refreshed chan struct{}
 }
 
 func (c *Client) control(queue string) *queueControl {
@@ -120,7 +118,6 @@ func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, fo
 // cancel reaches running handlers even when no Receive is waiting.
 func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 	qc.mu.Lock()
-	qc.lastUsed = time.Now()
 	if qc.running {
 		qc.mu.Unlock()
 		return
@@ -150,8 +147,8 @@ func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 			now := time.Now()
 			var stale []*Delivery
 			for _, d := range watched {
-				if d.Deadline().Before(now.Add(-time.Minute)) {
-					stale = append(stale, d) // never settled, long expired
+				if d.Deadline().Before(now) {
+					stale = append(stale, d) // its lease is over: nothing to tell its holder
 				}
 			}
 			qc.mu.Lock()
@@ -160,7 +157,7 @@ func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 					delete(qc.watches, d.ID)
 				}
 			}
-			if len(qc.watches) == 0 && len(qc.receivers) == 0 && now.Sub(qc.lastUsed) > 2*c.opts.controlInterval {
+			if len(qc.watches) == 0 && len(qc.receivers) == 0 {
 				qc.running = false
 				qc.mu.Unlock()
 				return
@@ -234,11 +231,14 @@ func (c *Client) watch(qc *queueControl, d *Delivery) {
 		return
 	}
 	qc.mu.Lock()
-	defer qc.mu.Unlock()
 	qc.watches[d.ID] = d
 	if qc.cancelled[d.ID] {
 		d.markCancelled()
 	}
+	qc.mu.Unlock()
+	// The refresher may have ended between the Receive and now, seeing
+	// neither a receiver nor a watched delivery.
+	c.ensureRefresher(d.Queue, qc)
 }
 
 // settled forgets d after its settlement and, when it had been cancelled,

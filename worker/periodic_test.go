@@ -309,6 +309,11 @@ func TestPeriodicMissed(t *testing.T) {
 		if len(ds) != 1 || !scheduledAt(t, ds[0]).Equal(tick) {
 			t.Fatalf("received %d runs; want the one of %v", len(ds), tick)
 		}
+		// Settled, so that the client stops watching it for cancels (a
+		// goroutine of its own) before the worker's leak check.
+		if err := ds[0].Ack(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		if ok, err := d.MarkGet(context.Background(), "daily", markName(tick)); err != nil || !ok {
 			t.Errorf("mark of the run = %v, %v; want it set", ok, err)
 		}
