@@ -80,10 +80,8 @@ func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, fo
 	if fresh {
 		return nil
 	}
-	paused, err := c.marker.MarkGet(ctx, queue, markPause)
-	if err != nil {
-		return err
-	}
+	// Cancels first, then the pause: a refresh that sees a cancel made
+	// after a pause sees that pause too.
 	var cancelled map[string]bool
 	if c.lister != nil {
 		names, err := c.lister.MarkList(ctx, queue, markCancelPrefix)
@@ -94,6 +92,10 @@ func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, fo
 		for _, n := range names {
 			cancelled[strings.TrimPrefix(n, markCancelPrefix)] = true
 		}
+	}
+	paused, err := c.marker.MarkGet(ctx, queue, markPause)
+	if err != nil {
+		return err
 	}
 	qc.mu.Lock()
 	defer qc.mu.Unlock()

@@ -93,7 +93,8 @@
 // marks (backend.Marker), so every client of every machine sees them:
 //
 //   - QueuePause stops every client from handing out the queue's messages
-//     within twice the control interval (WithControlInterval, default 1s):
+//     within the control interval (WithControlInterval, default 1s) plus
+//     the broker reads of one refresh, about twice the interval:
 //     a client reads the queue's marks once per interval while it receives
 //     from the queue, starts no receive on marks older than that, and ends
 //     a blocked Receive when it sees the pause. Enqueue goes on; leased messages stay leased and are settled as
