@@ -419,10 +419,30 @@ func (c *Client) receiveUnlessPaused(ctx context.Context, qc *queueControl, queu
 	}
 	defer qc.removeReceiver(key)
 	bds, err := c.drv.Receive(rctx, queue, p)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errPaused) {
+	if ctx.Err() == nil && errors.Is(context.Cause(rctx), errPaused) {
+		// The pause was seen while the driver was claiming: what it claimed
+		// goes back at once (a delivery, counted like any other), so
+		// nothing is handed out after a pause was seen.
+		c.giveBack(queue, bds)
 		return nil, errPaused
 	}
 	return bds, err
+}
+
+// giveBack releases claimed deliveries that will not be handed out.
+func (c *Client) giveBack(queue string, bds []backend.Delivery) {
+	if len(bds) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.closeCtx), 10*time.Second)
+	defer cancel()
+	for _, bd := range bds {
+		ref := backend.Ref{Queue: queue, ID: bd.ID, Receipt: bd.Receipt}
+		if err := c.drv.Retry(ctx, ref, 0, ""); err != nil && !errors.Is(err, ErrLeaseLost) {
+			c.opts.logger.Warn("fila: giving back a message claimed as its queue was paused failed; it comes back when its lease expires",
+				slog.String("queue", queue), slog.String("id", bd.ID), slog.Any("error", err))
+		}
+	}
 }
 
 func (c *Client) deadExhausted(ctx context.Context, queue string, bd *backend.Delivery, max int) {

@@ -99,6 +99,9 @@ func workerChild() int {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	c, err := fila.Open(octx, url, fila.WithLogger(log))
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		return 0 // told to stop while still connecting: it handled nothing
+	}
 	if err != nil {
 		return fail("open", err)
 	}
