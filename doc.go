@@ -97,7 +97,9 @@
 //     the broker reads of one refresh, about twice the interval:
 //     a client reads the queue's marks once per interval while it receives
 //     from the queue, starts no receive on marks older than that, and ends
-//     a blocked Receive when it sees the pause. Enqueue goes on; leased messages stay leased and are settled as
+//     a blocked Receive when it sees the pause (a message the driver was
+//     claiming at that moment is given back at once, counted as a
+//     delivery). Enqueue goes on; leased messages stay leased and are settled as
 //     usual. QueueResume undoes it within the same bound.
 //   - MessageCancel cancels a message by id. A ready or delayed message is
 //     dead-lettered with reason ReasonCancelled by the first client that
