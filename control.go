@@ -175,22 +175,39 @@ func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 	}()
 }
 
-// receiveState returns whether queue is paused and its cancelled ids, no
-// older than the control interval.
-func (c *Client) receiveState(ctx context.Context, queue string) (*queueControl, bool, error) {
-	qc := c.control(queue)
+// receiveState returns queue's control state and whether it is paused as
+// far as the client knows. When that is older than the control interval it
+// starts a refresh and returns a channel that reports its end: the Receive
+// runs meanwhile (so the reads add no latency), and what it claims before
+// the refresh ended waits for it (see Receive).
+func (c *Client) receiveState(queue string) (qc *queueControl, paused bool, pending <-chan struct{}) {
+	qc = c.control(queue)
 	c.ensureRefresher(queue, qc)
 	qc.mu.Lock()
 	stale := time.Since(qc.fetchedAt) >= c.opts.controlInterval
+	paused = qc.paused
 	qc.mu.Unlock()
 	if stale {
-		if err := c.refresh(ctx, queue, qc, false); err != nil {
-			return nil, false, err
-		}
+		done := make(chan struct{})
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			defer close(done)
+			ctx, cancel := context.WithTimeout(c.closeCtx, 10*time.Second)
+			defer cancel()
+			if err := c.refresh(ctx, queue, qc, false); err != nil && c.closeCtx.Err() == nil {
+				c.opts.logger.Debug("fila: reading pause and cancel marks failed", slog.String("queue", queue), slog.Any("error", err))
+			}
+		}()
+		pending = done
 	}
+	return qc, paused, pending
+}
+
+func (qc *queueControl) isPaused() bool {
 	qc.mu.Lock()
 	defer qc.mu.Unlock()
-	return qc, qc.paused, nil
+	return qc.paused
 }
 
 // addReceiver registers the cancel of a driver Receive about to start; it
