@@ -192,7 +192,7 @@ func (s *session) declareMark(ctx context.Context, mq string, ttl int64) (bool, 
 // markExists probes a mark's queue with queue.bind (see MarkGet). A 404 for
 // a queue whose node is down is an outage, not a missing mark.
 func (s *session) markExists(ctx context.Context, mq string) (bool, error) {
-	err := s.withCtl(ctx, func(ch *amqp.Channel) error {
+	err := s.withProbe(ctx, func(ch *amqp.Channel) error {
 		return ch.QueueBind(mq, mq, markProbeExchange, false, nil)
 	})
 	var ae *amqp.Error
@@ -296,4 +296,27 @@ func (s *session) recordedMarks(ctx context.Context, n names) ([]string, error) 
 		_ = ch.Close()
 	}
 	return out, nil
+}
+
+// withProbe runs fn on the probe channel, opening a fresh one after a
+// channel exception (a probe of an absent mark is a 404, which closes it).
+func (s *session) withProbe(ctx context.Context, fn func(ch *amqp.Channel) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if s.probe == nil || s.probe.IsClosed() {
+		ch, err := s.conn.Channel()
+		if err != nil {
+			return err
+		}
+		s.probe = ch
+	}
+	err := fn(s.probe)
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		s.probe = nil // closed by the broker; never reused (see withCtl)
+	}
+	return err
 }

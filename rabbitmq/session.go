@@ -32,6 +32,11 @@ type session struct {
 
 	ctlMu sync.Mutex
 	ctl   *amqp.Channel
+	// probeMu and probe are a control channel of the mark probes alone
+	// (a client probes its queues' pause marks once per control
+	// interval): they do not wait behind other control calls.
+	probeMu sync.Mutex
+	probe   *amqp.Channel
 
 	pub publisher
 
