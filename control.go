@@ -175,33 +175,35 @@ func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 	}()
 }
 
-// receiveState returns queue's control state and whether it is paused as
-// far as the client knows. When that is older than the control interval it
-// starts a refresh and returns a channel that reports its end: the Receive
-// runs meanwhile (so the reads add no latency), and what it claims before
-// the refresh ended waits for it (see Receive).
-func (c *Client) receiveState(queue string) (qc *queueControl, paused bool, pending <-chan struct{}) {
-	qc = c.control(queue)
+// receiveState returns queue's control state and whether it is paused.
+// A client's first Receive on a queue reads the marks first; later, when
+// the client's view is older than the control interval (its refresher had
+// stopped), a refresh starts beside the Receive, so the reads do not delay
+// it; the view is then at most one interval and one read old.
+func (c *Client) receiveState(ctx context.Context, queue string) (*queueControl, bool, error) {
+	qc := c.control(queue)
 	c.ensureRefresher(queue, qc)
 	qc.mu.Lock()
+	never := qc.fetchedAt.IsZero()
 	stale := time.Since(qc.fetchedAt) >= c.opts.controlInterval
-	paused = qc.paused
 	qc.mu.Unlock()
-	if stale {
-		done := make(chan struct{})
+	switch {
+	case never:
+		if err := c.refresh(ctx, queue, qc, false); err != nil {
+			return nil, false, err
+		}
+	case stale:
 		c.bg.Add(1)
 		go func() {
 			defer c.bg.Done()
-			defer close(done)
-			ctx, cancel := context.WithTimeout(c.closeCtx, 10*time.Second)
+			rctx, cancel := context.WithTimeout(c.closeCtx, 10*time.Second)
 			defer cancel()
-			if err := c.refresh(ctx, queue, qc, false); err != nil && c.closeCtx.Err() == nil {
+			if err := c.refresh(rctx, queue, qc, false); err != nil && c.closeCtx.Err() == nil {
 				c.opts.logger.Debug("fila: reading pause and cancel marks failed", slog.String("queue", queue), slog.Any("error", err))
 			}
 		}()
-		pending = done
 	}
-	return qc, paused, pending
+	return qc, qc.isPaused(), nil
 }
 
 func (qc *queueControl) isPaused() bool {

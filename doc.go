@@ -99,9 +99,8 @@
 //     from the queue, starts no receive on marks older than that, and ends
 //     a blocked Receive when it sees the pause (a message the driver was
 //     claiming at that moment is given back at once, counted as a
-//     delivery). The reads do not delay a Receive: a client's first
-//     Receive on a queue runs while it reads the marks, and what it claims
-//     meanwhile is given back the same way if the queue is paused. Enqueue goes on; leased messages stay leased and are settled as
+//     delivery). A client's first Receive on a queue reads the marks
+//     before it starts; later reads run beside the Receive calls. Enqueue goes on; leased messages stay leased and are settled as
 //     usual. QueueResume undoes it within the same bound.
 //   - MessageCancel cancels a message by id. A ready or delayed message is
 //     dead-lettered with reason ReasonCancelled by the first client that

@@ -345,13 +345,16 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 	defer leave()
 	for {
 		var qc *queueControl
-		var pending <-chan struct{}
 		if c.marker != nil {
 			// While the queue is paused nothing is received; a pause
 			// the client's refresher sees meanwhile ends the driver's
 			// Receive (receiveUnlessPaused).
 			var paused bool
-			qc, paused, pending = c.receiveState(queue)
+			var err error
+			qc, paused, err = c.receiveState(cctx, queue)
+			if err != nil {
+				return nil, c.done(ctx, err)
+			}
 			if paused {
 				t := time.NewTimer(c.opts.controlInterval)
 				select {
@@ -369,21 +372,6 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 		}
 		if err != nil {
 			return nil, c.done(ctx, err)
-		}
-		if pending != nil && len(bds) > 0 {
-			// Claimed before the client's view of the marks was fresh:
-			// hand out nothing until it is, and nothing if it says paused.
-			select {
-			case <-pending:
-			case <-cctx.Done():
-			}
-			if qc.isPaused() || cctx.Err() != nil {
-				c.giveBack(queue, bds)
-				if cctx.Err() != nil {
-					return nil, c.done(ctx, cctx.Err())
-				}
-				continue
-			}
 		}
 		out := make([]*Delivery, 0, len(bds))
 		for i := range bds {
