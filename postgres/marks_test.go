@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/fila-go/fila/postgres"
 )
 
@@ -82,22 +80,7 @@ func TestMarkPlans(t *testing.T) {
 	defer conn.Release()
 	explain := func(name, types, sql, args string) string {
 		t.Helper()
-		if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Exec(ctx, "RESET plan_cache_mode; DEALLOCATE "+name)
-		if _, err := conn.Exec(ctx, "PREPARE "+name+types+" AS "+sql); err != nil {
-			t.Fatalf("PREPARE %s: %v", name, err)
-		}
-		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+name+args, pgx.QueryExecModeSimpleProtocol)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
+		return explainGeneric(t, ctx, conn, name, types, sql, args)
 	}
 	plan := explain("fila_marklist_probe", "(text, text)", postgres.MarkListSQL(d), "('q1', 'cancel/1')")
 	if !strings.Contains(plan, "Index Cond: ((queue = $1) AND (name >= $2))") || strings.Contains(plan, "Seq Scan") {

@@ -1,11 +1,13 @@
 package postgres_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fila-go/fila/postgres"
 )
@@ -36,22 +38,7 @@ func TestClaimPlan(t *testing.T) {
 	defer conn.Release()
 	explain := func(name, types, sql, args string) string {
 		t.Helper()
-		if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Exec(ctx, "RESET plan_cache_mode; DEALLOCATE "+name)
-		if _, err := conn.Exec(ctx, "PREPARE "+name+types+" AS "+sql); err != nil {
-			t.Fatalf("PREPARE %s: %v", name, err)
-		}
-		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+name+args, pgx.QueryExecModeSimpleProtocol)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
+		return explainGeneric(t, ctx, conn, name, types, sql, args)
 	}
 	plan := explain("fila_claim_probe", "(text, int, int8)", postgres.ClaimSQL(d), "('q1', 100, 1000000)")
 	if !strings.Contains(plan, "Index Scan using messages_claim") || strings.Contains(plan, "Sort") {
@@ -62,4 +49,26 @@ func TestClaimPlan(t *testing.T) {
 	if !strings.Contains(plan, "messages_pkey") || strings.Contains(plan, "Seq Scan on messages") {
 		t.Errorf("ack plan does not probe the primary key:\n%s", plan)
 	}
+}
+
+// explainGeneric returns the generic plan of sql (prepared as name with
+// parameter types types) executed with args, on conn.
+func explainGeneric(t *testing.T, ctx context.Context, conn *pgxpool.Conn, name, types, sql, args string) string {
+	t.Helper()
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, "RESET plan_cache_mode; DEALLOCATE "+name)
+	if _, err := conn.Exec(ctx, "PREPARE "+name+types+" AS "+sql); err != nil {
+		t.Fatalf("PREPARE %s: %v", name, err)
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+name+args, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
