@@ -122,7 +122,7 @@ func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFil
 		for _, s := range sids {
 			args = append(args, s)
 		}
-		n, err := scriptReplay.Run(ctx, d.c, k.list(), args...).Int()
+		n, err := runOnce(ctx, d.c, scriptReplay, k.list(), args...).Int()
 		if err != nil {
 			return d.fail(ctx, err)
 		}
@@ -136,7 +136,7 @@ func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFil
 func (d *Driver) DeadPurge(ctx context.Context, queue string, f backend.DeadFilter) (int, error) {
 	k := d.keys(queue)
 	if f.IDs == nil && f.Kind == "" {
-		n, err := scriptPurge.Run(ctx, d.c, k.list(), "*").Int()
+		n, err := runOnce(ctx, d.c, scriptPurge, k.list(), "*").Int()
 		return n, d.fail(ctx, err)
 	}
 	total := 0
@@ -145,7 +145,7 @@ func (d *Driver) DeadPurge(ctx context.Context, queue string, f backend.DeadFilt
 		for i, s := range sids {
 			args[i] = s
 		}
-		n, err := scriptPurge.Run(ctx, d.c, k.list(), args...).Int()
+		n, err := runOnce(ctx, d.c, scriptPurge, k.list(), args...).Int()
 		if err != nil {
 			return d.fail(ctx, err)
 		}

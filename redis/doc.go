@@ -29,10 +29,18 @@
 // replicas acknowledged the write, failing with fila.ErrUnavailable after
 // fila_wait_timeout (default 1s) otherwise (read_timeout is raised to
 // fila_wait_timeout + 3s when shorter, so the wait is not cut into an i/o
-// timeout); the failover test loses nothing with it. Give each master N+1 replicas if it must keep accepting enqueues
+// timeout, and go-redis's own retries are turned off, so a lost reply is
+// not sent again); the failover test loses nothing with it. Give each master N+1 replicas if it must keep accepting enqueues
 // after a failover (the promoted replica needs replicas of its own).
 // Everything else (acks, retries, dead letters) is safe to lose in a
 // failover: the message is delivered again.
+//
+// Every script that writes runs in a MULTI/EXEC transaction: go-redis sends
+// a plain command again when its reply is late past the read timeout or the
+// connection breaks, and a script run twice is not the same as once (a
+// second ack would report the lease lost). A lost reply is then an error
+// (fila.ErrUnavailable) whose outcome is unknown: an ack may have settled
+// the message, a receive's claims come back when their lease ends.
 //
 // Open connects and sends PING before returning, within ctx: an
 // unreachable server fails there with an error matching fila.ErrUnavailable,

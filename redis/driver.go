@@ -344,7 +344,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			}
 			continue
 		}
-		v, err := scriptReceive.Run(ctx, d.c, k.list(), group, leaseConsumer(tok), p.Max, ceilMS(p.Lease),
+		v, err := runOnce(ctx, d.c, scriptReceive, k.list(), group, leaseConsumer(tok), p.Max, ceilMS(p.Lease),
 			defaultPromote, d.sweepMS(), d.o.OrphanIdle.Milliseconds()).Slice()
 		if err != nil {
 			return nil, d.fail(ctx, err)
@@ -481,26 +481,46 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 			}
 		}
 	}
-	run := func(c goredis.Scripter, b *batch) *goredis.Cmd {
-		return scriptAck.Run(ctx, c, d.keys(b.queue).list(), b.args...)
-	}
+	// Every script call runs in MULTI/EXEC, which go-redis never replays
+	// (see once.go). A cluster runs a transaction on one slot, so there it
+	// takes one per queue; a single server takes one for all.
 	cmds := make([]*goredis.Cmd, len(batches))
 	if len(batches) == 1 {
-		cmds[0] = run(d.c, batches[0])
+		cmds[0] = runOnce(ctx, d.c, scriptAck, d.keys(batches[0].queue).list(), batches[0].args...)
 	} else if len(batches) > 1 {
-		// Make sure the script is cached, since EVALSHA in a pipeline cannot
-		// fall back to EVAL.
+		// Make sure the script is cached, since EVALSHA in a transaction
+		// cannot fall back to EVAL.
 		if err := scriptAck.Load(ctx, d.c).Err(); err != nil {
 			return nil, d.fail(ctx, err)
 		}
-		pipe := d.c.Pipeline()
-		for i, b := range batches {
-			cmds[i] = scriptAck.EvalSha(ctx, pipe, d.keys(b.queue).list(), b.args...)
+		tx := func(idx []int) {
+			_, _ = d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+				for _, i := range idx {
+					cmds[i] = scriptAck.EvalSha(ctx, pipe, d.keys(batches[i].queue).list(), batches[i].args...)
+				}
+				return nil
+			})
 		}
-		_, _ = pipe.Exec(ctx)
+		if _, cluster := d.c.(*goredis.ClusterClient); cluster {
+			byQueue := map[string][]int{}
+			for i, b := range batches {
+				byQueue[b.queue] = append(byQueue[b.queue], i)
+			}
+			for _, q := range queues {
+				if idx := byQueue[q]; len(idx) > 0 {
+					tx(idx)
+				}
+			}
+		} else {
+			all := make([]int, len(batches))
+			for i := range all {
+				all[i] = i
+			}
+			tx(all)
+		}
 		for i, b := range batches {
 			if err := cmds[i].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-				cmds[i] = run(d.c, b)
+				cmds[i] = runOnce(ctx, d.c, scriptAck, d.keys(b.queue).list(), b.args...)
 			}
 		}
 	}
@@ -557,7 +577,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 	if !ok {
 		return backend.ErrLeaseLost
 	}
-	n, err := scriptRetry.Run(ctx, d.c, d.keys(ref.Queue).list(), group, sid, tok, ceilMS(delay), reason).Int64()
+	n, err := runOnce(ctx, d.c, scriptRetry, d.keys(ref.Queue).list(), group, sid, tok, ceilMS(delay), reason).Int64()
 	if err != nil {
 		return d.fail(ctx, err)
 	}
@@ -574,7 +594,7 @@ func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attem
 	if !ok {
 		return backend.ErrLeaseLost
 	}
-	n, err := scriptDead.Run(ctx, d.c, d.keys(ref.Queue).list(), group, sid, tok, reason, d.o.DeadCap, attempts).Int64()
+	n, err := runOnce(ctx, d.c, scriptDead, d.keys(ref.Queue).list(), group, sid, tok, reason, d.o.DeadCap, attempts).Int64()
 	if err != nil {
 		return d.fail(ctx, err)
 	}
@@ -592,7 +612,7 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 	if !ok {
 		return time.Time{}, backend.ErrLeaseLost
 	}
-	ms, err := scriptExtend.Run(ctx, d.c, d.keys(ref.Queue).list(), group, sid, tok, ceilMS(lease)).Int64()
+	ms, err := runOnce(ctx, d.c, scriptExtend, d.keys(ref.Queue).list(), group, sid, tok, ceilMS(lease)).Int64()
 	if err != nil {
 		return time.Time{}, d.fail(ctx, err)
 	}

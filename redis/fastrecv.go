@@ -95,7 +95,7 @@ func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.
 	if err := post.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		// Not cached: record the deadline of what the XREADGROUP read now
 		// (Run loads the script).
-		post = scriptReceivePost.Run(ctx, d.c, keys, args...)
+		post = runOnce(ctx, d.c, scriptReceivePost, keys, args...)
 	}
 	pv, perr := post.Slice()
 	if perr != nil {

@@ -95,7 +95,7 @@ func (d *Driver) MarkSet(ctx context.Context, queue, name string, until time.Tim
 	if onlyNew {
 		only = 1
 	}
-	n, err := scriptMarkSet.Run(ctx, d.c, []string{d.keys(queue).marks}, name, u, only).Int64()
+	n, err := runOnce(ctx, d.c, scriptMarkSet, []string{d.keys(queue).marks}, name, u, only).Int64()
 	if err != nil {
 		return false, d.fail(ctx, err)
 	}

@@ -108,7 +108,7 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.Rec
 	}
 	k := d.keys(queue)
 	tok := d.token()
-	v, err := scriptReceiveDelayed.Run(ctx, d.c, k.list(), group, p.Max, ceilMS(p.Lease), tok, earlyScan).Slice()
+	v, err := runOnce(ctx, d.c, scriptReceiveDelayed, k.list(), group, p.Max, ceilMS(p.Lease), tok, earlyScan).Slice()
 	if err != nil {
 		return nil, d.fail(ctx, err)
 	}

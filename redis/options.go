@@ -69,8 +69,10 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds WaitReplicas' wait. Default 1s. The WAIT is read
 	// under the client's read timeout: Open raises read_timeout to
-	// WaitTimeout + 3s when it is shorter; with New, give the client a
-	// ReadTimeout longer than WaitTimeout.
+	// WaitTimeout + 3s when it is shorter and turns go-redis's own retries
+	// off (max_retries -1: a write and its WAIT share a plain pipeline,
+	// which go-redis would send again after a lost reply); with New, give
+	// the client a ReadTimeout longer than WaitTimeout and MaxRetries -1.
 	WaitTimeout time.Duration
 
 	// fastMin is the smallest Max for which Receive may use the fast path
@@ -192,6 +194,7 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 			return nil, goRedisURLErr(err)
 		}
 		opt.ReadTimeout = readTimeoutFor(opt.ReadTimeout, o)
+		opt.MaxRetries = maxRetriesFor(opt.MaxRetries, o)
 		client = goredis.NewClient(opt)
 	case "cluster":
 		opt, err := goredis.ParseClusterURL(cu.String())
@@ -199,6 +202,7 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 			return nil, goRedisURLErr(err)
 		}
 		opt.ReadTimeout = readTimeoutFor(opt.ReadTimeout, o)
+		opt.MaxRetries = maxRetriesFor(opt.MaxRetries, o)
 		client = goredis.NewClusterClient(opt)
 	case "sentinel":
 		opt, err := goredis.ParseFailoverURL(cu.String())
@@ -206,6 +210,7 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 			return nil, goRedisURLErr(err)
 		}
 		opt.ReadTimeout = readTimeoutFor(opt.ReadTimeout, o)
+		opt.MaxRetries = maxRetriesFor(opt.MaxRetries, o)
 		client = goredis.NewFailoverClient(opt)
 	default:
 		return nil, backend.Invalidf("URL parameter fila_mode=%q: want single, cluster or sentinel", mode)
@@ -234,6 +239,18 @@ func readTimeoutFor(rt time.Duration, o Options) time.Duration {
 		rt = 3 * time.Second // go-redis's default
 	}
 	return max(rt, o.WaitTimeout+3*time.Second)
+}
+
+// maxRetriesFor turns go-redis's own retries off when writes wait for
+// replicas: the write and its WAIT go in one plain pipeline, which go-redis
+// would send again after a lost reply, storing the messages twice (see
+// once.go). Everything else the driver writes runs in MULTI/EXEC, which
+// go-redis never sends twice, so without the wait its retries stay.
+func maxRetriesFor(mr int, o Options) int {
+	if o.WaitReplicas > 0 {
+		return -1
+	}
+	return mr
 }
 
 func goRedisURLErr(err error) error {

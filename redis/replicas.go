@@ -20,7 +20,7 @@ import (
 // is the script's plain Run.
 func (d *Driver) runDurable(ctx context.Context, s *goredis.Script, k keys, args ...any) *goredis.Cmd {
 	if d.o.WaitReplicas == 0 {
-		return s.Run(ctx, d.c, k.list(), args...)
+		return runOnce(ctx, d.c, s, k.list(), args...)
 	}
 	var node *goredis.Client
 	switch c := d.c.(type) {

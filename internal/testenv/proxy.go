@@ -4,17 +4,22 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy on loopback in front of a real server, for tests that
 // need a connection to break without touching the shared server: Break
 // closes the listener and every proxied connection (clients see a reset or
 // EOF, and new connections are refused), Restore listens again on the same
-// address. Only the test's own connections go through it.
+// address. Only the test's own connections go through it. StallNext holds
+// the next reply, for a client whose read times out after the server ran its
+// command.
 type Proxy struct {
 	target string
 	addr   string
+	stall  atomic.Int64 // ns to hold the next server-to-client bytes
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -41,6 +46,11 @@ func StartProxy(tb testing.TB, target string) *Proxy {
 
 // Addr is the proxy's host:port.
 func (p *Proxy) Addr() string { return p.addr }
+
+// StallNext holds the next bytes any server sends back for d before passing
+// them on (to a client that may have given up and closed its connection by
+// then): the server has run the command, the client does not hear of it.
+func (p *Proxy) StallNext(d time.Duration) { p.stall.Store(int64(d)) }
 
 // Break closes the listener and every open connection.
 func (p *Proxy) Break() {
@@ -87,8 +97,8 @@ func (p *Proxy) serve(ln net.Listener) {
 				continue
 			}
 			p.wg.Add(2)
-			go p.pipe(c, s)
-			go p.pipe(s, c)
+			go p.pipe(c, s, true)
+			go p.pipe(s, c, false)
 		}
 	}()
 }
@@ -107,9 +117,29 @@ func (p *Proxy) track(ln net.Listener, c, s net.Conn) bool {
 	return true
 }
 
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst; reply marks the server-to-client direction,
+// where StallNext applies.
+func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	if !reply {
+		_, _ = io.Copy(dst, src)
+	} else {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if d := p.stall.Swap(0); d > 0 {
+					time.Sleep(time.Duration(d))
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()
