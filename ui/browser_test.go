@@ -194,6 +194,25 @@ func (bt *browserTab) open(u string) int64 {
 	return res.Status
 }
 
+// openUntil opens u until expr holds on the freshly loaded page, for pages
+// that do not reload themselves (Refresh < 0) and show what the server had
+// when they were served.
+func (bt *browserTab) openUntil(u, what, expr string) {
+	bt.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		bt.open(u)
+		ok, err := chromedp.Run(bt.ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) || bt.ctx.Err() != nil {
+			bt.t.Fatalf("timed out waiting for %s (%s): last error %v; page:\n%s", what, expr, err, eval[string](bt, "document.body ? document.body.innerText : ''"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // eval evaluates a JavaScript expression in the page.
 func eval[T any](bt *browserTab, expr string) T {
 	bt.t.Helper()
@@ -512,10 +531,11 @@ func TestBrowserScreenshot(t *testing.T) {
 	const span = 8 * time.Second
 	srv := serve(t, c, ui.Options{SampleInterval: 100 * time.Millisecond, History: span, Refresh: -1, RunTimes: rec,
 		Broker: "mem://demo"})
-	// Let the workload fill the charts' span, watching the page meanwhile.
+	// Let the workload fill the charts' span.
 	began := time.Now()
-	bt.open(srv.URL + "/")
-	bt.waitJS("the overview", exists(`section.card[data-queue="webhooks"] svg`))
+	// The page does not reload itself (Refresh < 0): open it again until
+	// the server has sampled every queue at least once.
+	bt.openUntil(srv.URL+"/", "the overview", exists(`section.card[data-queue="webhooks"] svg`))
 	if d := span - time.Since(began); d > 0 {
 		select {
 		case <-time.After(d):
