@@ -60,7 +60,7 @@ type OpenOptions struct {
 	Logger *slog.Logger
 }
 
-// Deduper is implemented by drivers that support dedup keys (R11). Without
+// Deduper is implemented by drivers that support dedup keys (contract: dedup-keys). Without
 // it, enqueueing a message with a dedup key returns ErrUnsupported.
 type Deduper interface {
 	// DedupKeys reports whether this driver instance enforces dedup keys.
@@ -68,7 +68,7 @@ type Deduper interface {
 }
 
 // DeadLetterer is implemented by drivers that can list, replay and purge dead
-// letters (R12). Without it those calls return ErrUnsupported; dead letters are
+// letters (contract: dead-letter-management). Without it those calls return ErrUnsupported; dead letters are
 // still kept by Driver.Dead.
 type DeadLetterer interface {
 	DeadList(ctx context.Context, queue string, p DeadListParams) (DeadPage, error)
@@ -80,7 +80,7 @@ type DeadLetterer interface {
 }
 
 // StatsReader is implemented by drivers that can count a queue's messages
-// (R13). Without it, Stats returns ErrUnsupported.
+// (contract: stats). Without it, Stats returns ErrUnsupported.
 type StatsReader interface {
 	QueueStats(ctx context.Context, queue string) (Stats, error)
 }

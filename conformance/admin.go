@@ -9,7 +9,7 @@ import (
 )
 
 // testDeadLetters: list (paged, by kind), replay (one, by kind) and purge
-// dead letters (R12).
+// dead letters (contract: dead-letter-management).
 func (s *suite) testDeadLetters(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)
@@ -115,7 +115,7 @@ func (s *suite) testDeadLetters(t *testing.T) {
 	expectNone(t, c, q, time.Second, "after purge")
 }
 
-// testStats: counts are exact on a quiescent queue (R13).
+// testStats: counts are exact on a quiescent queue (contract: stats).
 func (s *suite) testStats(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)

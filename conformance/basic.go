@@ -70,7 +70,8 @@ func (s *suite) testFeatures(t *testing.T) {
 }
 
 // testRoundTrip checks that kind, body bytes and headers survive exactly,
-// and that a delivery carries what the contract says.
+// and that a delivery carries what the contract says (contract:
+// byte-exact, durable-enqueue).
 func (s *suite) testRoundTrip(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)
@@ -141,7 +142,7 @@ func head(b []byte) []byte {
 	return b
 }
 
-// testIsolation: queues do not see each other's messages (R18).
+// testIsolation: queues do not see each other's messages (contract: isolation).
 func (s *suite) testIsolation(t *testing.T) {
 	c := s.client(t)
 	qa, qb := s.queue(t), s.queue(t)
@@ -156,7 +157,7 @@ func (s *suite) testIsolation(t *testing.T) {
 	}
 }
 
-// testBatches: enqueue of many, receive of up to N, ack of many (R14).
+// testBatches: enqueue of many, receive of up to N, ack of many (contract: batches).
 func (s *suite) testBatches(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)
@@ -214,7 +215,7 @@ func (s *suite) testBatches(t *testing.T) {
 	expectNone(t, c, q, 1500*time.Millisecond, "after acking the whole batch")
 }
 
-// testBadBatch: a batch with one invalid message stores nothing (R14, R17).
+// testBadBatch: a batch with one invalid message stores nothing (contract: batches, bad-input).
 func (s *suite) testBadBatch(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)
@@ -244,7 +245,7 @@ func (s *suite) expectEmpty(t *testing.T, c *fila.Client, q string) {
 }
 
 // testBadInput: invalid arguments return typed errors and store nothing
-// (R17). Every case is checked; all failures are reported.
+// (contract: bad-input). Every case is checked; all failures are reported.
 func (s *suite) testBadInput(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)

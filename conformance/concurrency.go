@@ -12,7 +12,7 @@ import (
 )
 
 // testCompeting: N consumers on separate clients drain M messages; nothing
-// is lost and no message is held by two consumers at once (R2).
+// is lost and no message is held by two consumers at once (contract: visibility).
 func (s *suite) testCompeting(t *testing.T) {
 	s.need(t, FeatureConcurrentClaims)
 	const consumers, perConsumer, total = 4, 2, 300
@@ -104,7 +104,7 @@ func (s *suite) testCompeting(t *testing.T) {
 }
 
 // testWakeUp: a receive blocked on an empty queue returns soon after an
-// enqueue (R18). The latency is logged.
+// enqueue (contract: wake-up). The latency is logged.
 func (s *suite) testWakeUp(t *testing.T) {
 	cons, prod := s.client(t), s.client(t)
 	q := s.queue(t)
@@ -142,7 +142,7 @@ func (s *suite) testWakeUp(t *testing.T) {
 	}
 }
 
-// testCancel: a blocked receive returns the context's error promptly (R15).
+// testCancel: a blocked receive returns the context's error promptly (contract: cancellation).
 func (s *suite) testCancel(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)
@@ -174,7 +174,7 @@ func (s *suite) testCancel(t *testing.T) {
 }
 
 // testCancelLosesNothing: messages claimed while a receive is being
-// cancelled are not lost; their leases expire (R15).
+// cancelled are not lost; their leases expire (contract: cancellation).
 func (s *suite) testCancelLosesNothing(t *testing.T) {
 	c, prod := s.client(t), s.client(t)
 	q := s.queue(t)
@@ -210,7 +210,7 @@ func (s *suite) testCancelLosesNothing(t *testing.T) {
 }
 
 // testClose: Close ends blocked calls, every later call returns ErrClosed,
-// and Close never acks (R16).
+// and Close never acks (contract: close).
 func (s *suite) testClose(t *testing.T) {
 	c, other := s.client(t), s.client(t)
 	q, idle := s.queue(t), s.queue(t)

@@ -37,7 +37,7 @@ func deadReasons(t *testing.T, c *fila.Client, q string) map[string]string {
 
 // testPause: a paused queue hands out nothing to any client, receivers
 // already waiting included, while enqueues and settlements go on; resuming
-// delivers what waited.
+// delivers what waited (contract: job-control).
 func (s *suite) testPause(t *testing.T) {
 	admin := s.client(t)
 	q := s.queue(t)
@@ -124,7 +124,7 @@ func (s *suite) testPause(t *testing.T) {
 
 // testCancel: a cancelled ready or delayed message is dead-lettered with
 // reason "cancelled" instead of being handed out; a cancelled leased one
-// tells its holder, and its retry dead-letters it with ErrCancelled.
+// tells its holder, and its retry dead-letters it with ErrCancelled (contract: job-control).
 func (s *suite) testMessageCancel(t *testing.T) {
 	admin := s.client(t)
 	q := s.queue(t)
@@ -191,7 +191,7 @@ func (s *suite) testMessageCancel(t *testing.T) {
 
 // testCancelRace: cancels racing receivers: every message ends once,
 // either handled and acked or dead-lettered as cancelled, and none that was
-// cancelled before the receivers started is handled.
+// cancelled before the receivers started is handled (contract: job-control).
 func (s *suite) testCancelRace(t *testing.T) {
 	s.need(t, FeatureMarkList)
 	s.need(t, FeatureDeadLetters)
@@ -267,7 +267,7 @@ func (s *suite) testCancelRace(t *testing.T) {
 }
 
 // testUniqueFor: a dedup key with a unique period stays held after its
-// message completed, until the period ends.
+// message completed, until the period ends (contract: job-control).
 func (s *suite) testUniqueFor(t *testing.T) {
 	s.need(t, FeatureDedup)
 	c := s.client(t)

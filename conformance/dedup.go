@@ -10,7 +10,7 @@ import (
 
 // testDedup: a dedup key held by a pending (ready, delayed or leased)
 // message refuses a second enqueue with the holder's id; acking or
-// dead-lettering frees it (R11).
+// dead-lettering frees it (contract: dedup-keys).
 func (s *suite) testDedup(t *testing.T) {
 	c := s.client(t)
 	q, other := s.queue(t), s.queue(t)

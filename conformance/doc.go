@@ -10,14 +10,20 @@
 //		})
 //	}
 //
-// Each rule of the contract (durable enqueue, visibility, lease expiry,
-// extend, fencing, lease end at the deadline, ack finality, retry, dead
-// letters, max attempts, delay, dedup keys, dead-letter management, stats,
-// batches, cancellation, close, bad input with every limit at the limit and
-// one past it, byte-for-byte copies, isolation and wake-up) has tests named
-// after what they check. The tests talk to the driver through the portable fila.Client, so
-// they check what applications see. They run in parallel on fresh, random
-// queue names with 1 s leases; a whole run takes seconds.
+// The contract is stated once, in CONTRACT.md at the root of the
+// repository (https://github.com/fila-go/fila/blob/main/CONTRACT.md): a
+// list of named rules — durable-enqueue, visibility, lease-expiry, extend,
+// fencing, lease-ends-at-deadline, ack-is-final, retry, dead-letters,
+// max-attempts, delay, dedup-keys, dead-letter-management, stats, batches,
+// cancellation, close, bad-input, portable-limits, byte-exact, isolation,
+// wake-up, tx-enqueue, moving-queues, queue-admin, marks and job-control —
+// each with the tests of this suite that check it. Comments across the
+// repository cite a rule as "contract: name", and each test's comment
+// names the rules it checks.
+//
+// The tests talk to the driver through the portable fila.Client, so they
+// check what applications see. They run in parallel on fresh, random queue
+// names with 1 s leases; a whole run takes seconds.
 //
 // A driver that cannot keep a promise declares the Feature missing with a
 // reason and the tests that need it skip with that reason; everything else

@@ -14,12 +14,12 @@ type Feature string
 
 // Features the suite knows.
 const (
-	// FeatureDedup: dedup keys (R11); the driver implements backend.Deduper.
+	// FeatureDedup: dedup keys (contract: dedup-keys); the driver implements backend.Deduper.
 	FeatureDedup Feature = "dedup"
-	// FeatureDeadLetters: list, replay and purge dead letters (R12); the
+	// FeatureDeadLetters: list, replay and purge dead letters (contract: dead-letter-management); the
 	// driver implements backend.DeadLetterer.
 	FeatureDeadLetters Feature = "dead-letters"
-	// FeatureStats: queue counts (R13); the driver implements
+	// FeatureStats: queue counts (contract: stats); the driver implements
 	// backend.StatsReader.
 	FeatureStats Feature = "stats"
 	// FeatureOldestReady: Stats.OldestReadyAt is filled in.
@@ -27,7 +27,7 @@ const (
 	// FeatureDeadByKind: Stats.DeadByKind is filled in.
 	FeatureDeadByKind Feature = "stats-dead-by-kind"
 	// FeatureConcurrentClaims: competing consumers never hold one message at
-	// once (R2 under concurrency). Only a broken server lacks it.
+	// once (contract: visibility, under concurrency). Only a broken server lacks it.
 	FeatureConcurrentClaims Feature = "concurrent-claims"
 	// FeatureTxEnqueue: enqueue inside a caller's transaction; the driver
 	// implements backend.TxEnqueuer and the harness sets BeginTx.

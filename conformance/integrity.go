@@ -14,7 +14,7 @@ import (
 // Ack, Retry, Dead and Extend each return ErrLeaseLost and change nothing,
 // and the message comes back with its next attempt. The calls go to the
 // driver itself, since a Delivery refuses every call after its first
-// ErrLeaseLost.
+// ErrLeaseLost (contract: lease-ends-at-deadline).
 func (s *suite) testLeaseEndsAtDeadline(t *testing.T) {
 	drv, c := s.rawClient(t)
 	q := s.queue(t)
@@ -59,7 +59,7 @@ func (s *suite) testLeaseEndsAtDeadline(t *testing.T) {
 // testBodiesAreCopies: what was enqueued is what every delivery carries,
 // byte for byte. A producer that reuses its buffer after Enqueue returns,
 // and a consumer that changes the body it received before Retry, Release
-// or Dead, change nothing stored.
+// or Dead, change nothing stored (contract: byte-exact).
 func (s *suite) testBodiesAreCopies(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)

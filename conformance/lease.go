@@ -7,7 +7,7 @@ import (
 	"github.com/fila-go/fila"
 )
 
-// testVisibility: a leased message is not received by another consumer (R2).
+// testVisibility: a leased message is not received by another consumer (contract: visibility).
 func (s *suite) testVisibility(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	q := s.queue(t)
@@ -23,7 +23,7 @@ func (s *suite) testVisibility(t *testing.T) {
 }
 
 // testLeaseExpiry: an unsettled lease expires and the message comes back
-// with attempt+1, not before the deadline and soon after it (R3).
+// with attempt+1, not before the deadline and soon after it (contract: lease-expiry).
 func (s *suite) testLeaseExpiry(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	q := s.queue(t)
@@ -53,7 +53,7 @@ func (s *suite) testLeaseExpiry(t *testing.T) {
 }
 
 // testShortLeaseDoesNotSteal: a consumer with a short lease that crashes is
-// taken over; a message leased for longer by someone else is not (R3).
+// taken over; a message leased for longer by someone else is not (contract: lease-expiry).
 func (s *suite) testShortLeaseDoesNotSteal(t *testing.T) {
 	a, b, c := s.client(t), s.client(t), s.client(t)
 	q := s.queue(t)
@@ -86,7 +86,7 @@ func (s *suite) testShortLeaseDoesNotSteal(t *testing.T) {
 }
 
 // testExtend: Extend moves the deadline so the message stays invisible past
-// its original lease (R4).
+// its original lease (contract: extend).
 func (s *suite) testExtend(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	q := s.queue(t)
@@ -109,7 +109,7 @@ func (s *suite) testExtend(t *testing.T) {
 
 // testStaleReceipts: once a lease expired and someone else holds the
 // message, every settlement with the old receipt is ErrLeaseLost and the new
-// holder is unaffected (R5).
+// holder is unaffected (contract: fencing).
 func (s *suite) testStaleReceipts(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	q := s.queue(t)
@@ -191,7 +191,7 @@ func mapValues(m map[string]*fila.Delivery) []*fila.Delivery {
 }
 
 // testDoubleSettle: a second settlement of the same delivery is
-// ErrLeaseLost (R5).
+// ErrLeaseLost (contract: fencing).
 func (s *suite) testDoubleSettle(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)
@@ -213,7 +213,7 @@ func (s *suite) testDoubleSettle(t *testing.T) {
 	wantErr(t, "AckBatch after Dead", c.AckBatch(ctx, []*fila.Delivery{d2}), fila.ErrLeaseLost)
 }
 
-// testAckIsFinal: an acked message is never delivered again (R6).
+// testAckIsFinal: an acked message is never delivered again (contract: ack-is-final).
 func (s *suite) testAckIsFinal(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)

@@ -45,7 +45,7 @@ func allBytes(n int) []byte {
 // message at every limit is stored and delivered byte for byte on every
 // driver (the limits are what every broker can carry); one past it is
 // refused with a typed error and stores nothing. Every case is checked and
-// every failure reported.
+// every failure reported (contract: portable-limits).
 func (s *suite) testLimits(t *testing.T) {
 	c := s.client(t, fila.WithMaxBodyBytes(fila.MaxBodyBytes))
 	def := s.client(t) // the default body limit

@@ -52,7 +52,7 @@ func wantMark(t *testing.T, m backend.Marker, ctx context.Context, q, name strin
 }
 
 // testMarks: marks are set, replaced, read and deleted by name, per queue,
-// and onlyNew refuses a live mark.
+// and onlyNew refuses a live mark (contract: marks).
 func (s *suite) testMarks(t *testing.T) {
 	m := s.marker(t)
 	other := s.marker(t) // another process sees the same marks
@@ -101,7 +101,7 @@ func (s *suite) testMarks(t *testing.T) {
 }
 
 // testMarksExpire: a mark whose expiry passed is gone, and onlyNew can
-// create it again.
+// create it again (contract: marks).
 func (s *suite) testMarksExpire(t *testing.T) {
 	m := s.marker(t)
 	q := s.queue(t)
@@ -145,7 +145,7 @@ func (s *suite) testMarksExpire(t *testing.T) {
 }
 
 // testMarkRace: of many processes racing MarkSet(onlyNew) on one name,
-// exactly one wins, for every name.
+// exactly one wins, for every name (contract: marks).
 func (s *suite) testMarkRace(t *testing.T) {
 	const procs, names = 6, 20
 	ms := make([]backend.Marker, procs)
@@ -184,7 +184,7 @@ func (s *suite) testMarkRace(t *testing.T) {
 }
 
 // testMarkList: MarkList names a queue's live marks with a prefix, sorted,
-// and nothing of other queues.
+// and nothing of other queues (contract: marks).
 func (s *suite) testMarkList(t *testing.T) {
 	m := s.marker(t)
 	s.need(t, FeatureMarkList)
@@ -222,7 +222,7 @@ func (s *suite) testMarkList(t *testing.T) {
 }
 
 // testQueueDeleteMarks: QueueDelete deletes the queue's marks, and only
-// its own.
+// its own (contract: queue-admin, marks).
 func (s *suite) testQueueDeleteMarks(t *testing.T) {
 	m := s.marker(t)
 	s.need(t, FeatureQueueDelete)

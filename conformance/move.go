@@ -43,7 +43,7 @@ func newUUID() string {
 }
 
 // testCarriedAttempts: a message enqueued with prior attempts is delivered
-// with Attempt = Attempts+1 and dead-lettered by the same max attempts.
+// with Attempt = Attempts+1 and dead-lettered by the same max attempts (contract: moving-queues).
 func (s *suite) testCarriedAttempts(t *testing.T) {
 	drv, c := s.rawClient(t)
 	q := s.queue(t)
@@ -73,7 +73,7 @@ func (s *suite) testCarriedAttempts(t *testing.T) {
 
 // testReceiveDelayed: delayed messages can be taken early with their run-at,
 // a ready message is not among them, and a taken message whose lease expires
-// goes back to waiting for its run-at.
+// goes back to waiting for its run-at (contract: moving-queues).
 func (s *suite) testReceiveDelayed(t *testing.T) {
 	drv, dr, c := s.delayedReceiver(t)
 	q := s.queue(t)
@@ -146,7 +146,7 @@ func ids(ds []backend.Delivery) []string {
 }
 
 // testDeadImport: imported dead letters are listed with their reasons and
-// counts, and importing them again changes nothing.
+// counts, and importing them again changes nothing (contract: moving-queues).
 func (s *suite) testDeadImport(t *testing.T) {
 	drv, c := s.rawClient(t)
 	di, ok := drv.(backend.DeadImporter)
@@ -200,7 +200,7 @@ func (s *suite) testDeadImport(t *testing.T) {
 }
 
 // testReleaseKeepsRunAt: a message taken early and then released (or
-// retried sooner than its run-at) waits for its run-at again.
+// retried sooner than its run-at) waits for its run-at again (contract: moving-queues).
 func (s *suite) testReleaseKeepsRunAt(t *testing.T) {
 	drv, dr, c := s.delayedReceiver(t)
 	ctx := ctxTimeout(t, 2*time.Minute)

@@ -9,7 +9,7 @@ import (
 )
 
 // testQueueList: every queue holding a ready, delayed or leased message or a
-// dead letter is listed (other tests' queues may be listed too), sorted.
+// dead letter is listed (other tests' queues may be listed too), sorted (contract: queue-admin).
 func (s *suite) testQueueList(t *testing.T) {
 	c := s.client(t)
 	ctx := ctxTimeout(t, 30*time.Second)
@@ -43,7 +43,7 @@ func (s *suite) testQueueList(t *testing.T) {
 
 // testQueueDelete: without Force a queue that holds anything is refused and
 // keeps it all; with Force everything goes (ready, delayed, leased, dead,
-// dedup keys), an old lease is lost, and the queue works again at once.
+// dedup keys), an old lease is lost, and the queue works again at once (contract: queue-admin).
 func (s *suite) testQueueDelete(t *testing.T) {
 	c := s.client(t)
 	other := s.client(t)

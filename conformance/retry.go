@@ -9,7 +9,7 @@ import (
 )
 
 // testRetry: Retry(delay, reason) brings the message back no earlier than
-// delay, with attempt+1 and the reason as its last error (R7).
+// delay, with attempt+1 and the reason as its last error (contract: retry).
 func (s *suite) testRetry(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)
@@ -46,7 +46,7 @@ func (s *suite) testRetry(t *testing.T) {
 }
 
 // testRelease: Release gives a message back at once, keeps the last error
-// and counts the delivery.
+// and counts the delivery (contract: retry).
 func (s *suite) testRelease(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)
@@ -77,7 +77,7 @@ func (s *suite) testRelease(t *testing.T) {
 }
 
 // testDead: Dead moves the message to the dead letters with its reason; it
-// is never delivered again (R8).
+// is never delivered again (contract: dead-letters).
 func (s *suite) testDead(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)
@@ -128,7 +128,7 @@ func (s *suite) findDead(t *testing.T, c *fila.Client, q, id string) *fila.DeadL
 
 // testMaxAttemptsCrash: a poison message whose consumer crashes (closes
 // without settling) every time is dead-lettered once its attempts exceed
-// max attempts, and does not block other messages (R9).
+// max attempts, and does not block other messages (contract: max-attempts).
 func (s *suite) testMaxAttemptsCrash(t *testing.T) {
 	q := s.queue(t)
 	prod := s.client(t)
@@ -166,7 +166,7 @@ func (s *suite) testMaxAttemptsCrash(t *testing.T) {
 	}
 }
 
-// testMaxAttemptsRetry: retries count against max attempts too (R9).
+// testMaxAttemptsRetry: retries count against max attempts too (contract: max-attempts).
 func (s *suite) testMaxAttemptsRetry(t *testing.T) {
 	c := s.client(t, fila.WithMaxAttempts(2))
 	q := s.queue(t)
@@ -190,7 +190,7 @@ func (s *suite) testMaxAttemptsRetry(t *testing.T) {
 }
 
 // testDelay: a message with a future run-at is not receivable before it and
-// is soon after (R10).
+// is soon after (contract: delay).
 func (s *suite) testDelay(t *testing.T) {
 	c := s.client(t)
 	q := s.queue(t)

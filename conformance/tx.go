@@ -8,7 +8,7 @@ import (
 )
 
 // testTx: a message enqueued in a transaction is invisible until commit and
-// gone after rollback.
+// gone after rollback (contract: tx-enqueue).
 func (s *suite) testTx(t *testing.T) {
 	s.need(t, FeatureTxEnqueue)
 	c, cons := s.client(t), s.client(t)

@@ -9,7 +9,7 @@ import (
 
 // testReleaseWakesOthers: a receive blocked in another client wakes soon
 // after a holder releases (or retries without delay) a message it had leased
-// for long, not at the old deadline (R18).
+// for long, not at the old deadline (contract: wake-up).
 func (s *suite) testReleaseWakesOthers(t *testing.T) {
 	holder, waiter := s.client(t), s.client(t)
 	q := s.queue(t)

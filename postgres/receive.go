@@ -115,7 +115,7 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 		return nil
 	})
 	if err != nil {
-		// The claim may have committed: those leases expire (R15).
+		// The claim may have committed: those leases expire (contract: cancellation).
 		return nil, mapErr(ctx, "receive", err)
 	}
 	// RETURNING has no order: restore the claim order (oldest first).
