@@ -82,10 +82,16 @@
 // A driver registers a URL scheme when its package is imported:
 // github.com/fila-go/fila/memory (mem://), .../postgres (postgres://),
 // .../redis (redis://), .../rabbitmq (amqp://) and .../mongo (mongodb://).
-// Optional capabilities — dedup keys, dead-letter management, stats,
-// transactional enqueue — return ErrUnsupported where a driver lacks them.
-// Package backend is the contract a driver implements; package conformance
-// is the suite that checks it.
+// Optional capabilities return ErrUnsupported (an UnsupportedError naming
+// the driver and the capability) where a driver lacks them: dedup keys,
+// dead-letter management, stats, transactional enqueue (EnqueueTx), queue
+// listing and deletion, marks (which queue pause, unique periods and
+// periodic jobs need) and listing them (which MessageCancel needs), and, for
+// moving a queue between brokers with a Relay, taking delayed messages early
+// and importing dead letters. Each driver's package documentation says which
+// it lacks. The rules every driver keeps are stated in CONTRACT.md at the
+// root of the repository; package backend is the interface a driver
+// implements, and package conformance is the suite that checks it.
 //
 // # Job control: pause, cancel, unique periods
 //
