@@ -31,7 +31,8 @@ const maxAckScript = 1000
 // Driver is the Redis driver. It implements backend.Driver and the optional
 // Deduper, DeadLetterer, StatsReader, Pinger, Namer, DelayedReceiver,
 // DeadImporter, QueueLister, QueueDeleter, Marker and MarkLister interfaces. Use it
-// through fila.Open("redis://…") or fila.New(redis.New(client, opts)).
+// through fila.Open("redis://…"), or build it with New over a go-redis client
+// and wrap it with fila.New (see ExampleNew).
 type Driver struct {
 	c goredis.UniversalClient
 	o Options
