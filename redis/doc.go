@@ -99,6 +99,13 @@
 // follow it (2.5 to 3.4 s after a kill -9 in the project's test, with
 // cluster-node-timeout 1 s).
 //
+// With fila_mode=sentinel
+// (redis://sentinel1:26379?fila_mode=sentinel&master_name=mymaster&addr=sentinel2:26379)
+// the URL names Sentinels, not the master, and go-redis follows the master
+// they report; the URL's user and password are the Sentinels' (see
+// go-redis's ParseFailoverURL). Either way, replication is asynchronous
+// (see Durability).
+//
 // # Logging
 //
 // The driver logs to fila.WithLogger's logger (Options.Logger with New);
