@@ -15,9 +15,9 @@
 // [New] and wrap it with fila.New; Close then leaves the pool open.
 //
 // Fila's tables live in a schema of their own ("fila" by default) and are
-// created and upgraded by [Migrate], by fila_migrate=true at open, or by
-// the command "fila schema up". Any number of processes may migrate at
-// once. Without a migration, opening checks that the schema is current and
+// created and upgraded by [Migrate] (or [MigrateURL]), by fila_migrate=true
+// at open, or by the command "fila schema up". Any number of processes may
+// migrate at once. Without a migration, opening checks that the schema is current and
 // fails with fila.ErrInvalid saying what to run.
 //
 // Open (and New) connect, and check the schema, before they return: an
