@@ -14,7 +14,7 @@
 //     it those calls return ErrUnsupported (Driver.Dead still keeps dead
 //     letters), as do a relay and fila migrate moving dead letters out of
 //     the driver.
-//   - [StatsReader]: queue counts. Without it Client.Stats returns
+//   - [StatsReader]: queue counts. Without it Client.QueueStats returns
 //     ErrUnsupported, and so does QueueDelete without Force (which needs
 //     the counts).
 //   - [TxEnqueuer]: enqueue inside the caller's transaction. Without it
