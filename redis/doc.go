@@ -1,6 +1,7 @@
 // Package redis is Fila's Redis driver, built on Redis Streams with one
-// consumer group per queue and Lua scripts for every state change. Import it
-// for its side effect to open "redis://" and "rediss://" URLs:
+// consumer group per queue and Lua scripts for every state change (the files
+// of the package's lua folder, embedded). Import it for its side effect to
+// open "redis://" and "rediss://" URLs:
 //
 //	import _ "github.com/fila-go/fila/redis"
 //
