@@ -11,7 +11,7 @@ import (
 	"github.com/fila-go/fila/backend"
 )
 
-// Field names of a message in a stream entry (see scripts.go).
+// Field names of a message in a stream entry (see lua/prelude.lua).
 const (
 	fID         = "i"
 	fPayload    = "p"
@@ -196,7 +196,7 @@ func parseReceipt(r string) (sid, token string, ok bool) {
 }
 
 // isPseudoID reports whether sid is the pseudo stream id of an early
-// delivery ("d<run-at>-<message id>"; see scripts.go).
+// delivery ("d<run-at>-<message id>"; see lua/prelude.lua).
 func isPseudoID(sid string) bool { return strings.HasPrefix(sid, "d") }
 
 // sidLess reports whether stream id a ("<ms>-<seq>") sorts before b. An id

@@ -1,6 +1,7 @@
 // Package redis is Fila's Redis driver, built on Redis Streams with one
-// consumer group per queue and Lua scripts for every change of state. It
-// needs Redis 7.0 or later and is built on github.com/redis/go-redis/v9.
+// consumer group per queue and Lua scripts for every change of state (the
+// files of the package's lua folder, embedded). It needs Redis 7.0 or later
+// and is built on github.com/redis/go-redis/v9.
 //
 // # Opening
 //

@@ -37,7 +37,7 @@ type Driver struct {
 	c goredis.UniversalClient
 	o Options
 	// tokBase and tokSeq make each Receive's lease tokens unique; a token
-	// names the call's lease consumer in the queue's group (see scripts.go).
+	// names the call's lease consumer in the queue's group (see lua/prelude.lua).
 	tokBase string
 	tokSeq  atomic.Uint64
 
@@ -606,7 +606,7 @@ func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attem
 }
 
 // Extend gives the delivery a deadline of its own: its pending entry moves
-// to a consumer of its own with that deadline (see scripts.go), so the rest
+// to a consumer of its own with that deadline (see lua/prelude.lua), so the rest
 // of its Receive batch keeps the old one.
 func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duration) (time.Time, error) {
 	sid, tok, ok := parseReceipt(ref.Receipt)

@@ -3,17 +3,15 @@ package redis
 import (
 	"regexp"
 	"strings"
-
-	goredis "github.com/redis/go-redis/v9"
 )
 
 // Redis runs a script's whole text on every call, so every helper of
-// luaPrelude it carries is a closure built again each time: the full
+// lua/prelude.lua it carries is a closure built again each time: the full
 // prelude cost about 12 µs per call on the test machine, against 3 µs for an
 // empty script. script therefore links each script with only the helpers it
 // calls, directly or through other helpers, in the prelude's order.
 
-// preludeHelper is one "local function" of luaPrelude with the comment
+// preludeHelper is one "local function" of lua/prelude.lua with the comment
 // above it.
 type preludeHelper struct {
 	name  string
@@ -21,7 +19,7 @@ type preludeHelper struct {
 	calls *regexp.Regexp // matches a call of this helper
 }
 
-var preludeHead, preludeHelpers = splitPrelude(luaPrelude)
+var preludeHead, preludeHelpers = splitPrelude(luaFile("prelude.lua"))
 
 var helperDef = regexp.MustCompile(`^local function ([A-Za-z_][A-Za-z0-9_]*)\(`)
 
@@ -83,5 +81,3 @@ func link(body string) string {
 	b.WriteString(body)
 	return b.String()
 }
-
-func script(body string) *goredis.Script { return goredis.NewScript(link(body)) }

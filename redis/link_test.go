@@ -11,12 +11,9 @@ func TestLinkIncludesWhatScriptsCall(t *testing.T) {
 	if len(preludeHelpers) < 30 || !strings.Contains(preludeHead, "local KS,") || !strings.Contains(preludeHead, "local PAD") {
 		t.Fatalf("prelude split into %d helpers, head %q", len(preludeHelpers), preludeHead)
 	}
-	bodies := map[string]string{
-		"enqueue": luaEnqueue, "receive": luaReceive, "ack": luaAck, "retry": luaRetry, "dead": luaDead,
-		"extend": luaExtend, "replay": luaReplay, "purge": luaPurge, "stats": luaStats,
-		"receive-post": luaReceivePost, "receive-delayed": luaReceiveDelayed, "dead-import": luaDeadImport,
-	}
-	for name, body := range bodies {
+	prelude := luaFile("prelude.lua")
+	for _, ls := range luaScripts {
+		name, body := ls.files[len(ls.files)-1], ls.body
 		linked := link(body)
 		for _, h := range preludeHelpers {
 			def := strings.Index(linked, "local function "+h.name+"(")
@@ -36,12 +33,13 @@ func TestLinkIncludesWhatScriptsCall(t *testing.T) {
 				t.Errorf("%s defines %s without calling it", name, h.name)
 			}
 		}
-		if len(linked) >= len(luaPrelude)+len(body) && name != "receive" {
+		if len(linked) >= len(prelude)+len(body) && name != "receive.lua" {
 			t.Logf("%s links the whole prelude", name)
 		}
 	}
 	// the receive-post script, run with every batch Receive, carries little
-	if n, all := len(link(luaReceivePost)), len(luaPrelude)+len(luaReceivePost); n > all*3/4 {
+	post := luaFile("receive_post.lua")
+	if n, all := len(link(post)), len(prelude)+len(post); n > all*3/4 {
 		t.Errorf("the receive post script links %d of %d bytes", n, all)
 	}
 }

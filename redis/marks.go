@@ -23,63 +23,16 @@ var (
 // with its latest mark when no mark is permanent, so abandoned marks do not
 // hold memory. Each script touches that one key.
 
-// markPrelude reads the script's key and arguments helpers.
-const markPrelude = `
-local KM = KEYS[1]
--- live reports whether score s (a ZSCORE reply, nil when absent) is after
--- now.
-local function live(s, now)
-  if not s then return false end
-  if s == 'inf' or s == '+inf' then return true end
-  return tonumber(s) > now
-end
-`
-
-// scriptMarkSet: KEYS marks; ARGV name, until (Unix ms, -1 for none),
-// onlyNew (1 or 0). Returns 1 when it stored the mark, 0 when onlyNew found
-// a live one. A mark whose expiry has passed is removed rather than stored:
-// it would not exist anyway.
-var scriptMarkSet = script(markPrelude + `
-local name, untilms, only = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
-local now = now_ms()
-if only and live(redis.call('ZSCORE', KM, name), now) then return 0 end
-redis.call('ZREMRANGEBYSCORE', KM, '-inf', now)
-if untilms >= 0 and untilms <= now then
-  redis.call('ZREM', KM, name)
-  return 1
-end
-if untilms < 0 then
-  redis.call('ZADD', KM, '+inf', name)
-else
-  redis.call('ZADD', KM, untilms, name)
-end
-local top = redis.call('ZRANGE', KM, -1, -1, 'WITHSCORES')
-if top[2] == 'inf' or top[2] == '+inf' then
-  redis.call('PERSIST', KM)
-else
-  redis.call('PEXPIREAT', KM, math.floor(tonumber(top[2])) + 1)
-end
-return 1
-`)
-
-// scriptMarkGet: KEYS marks; ARGV name. Returns 1 for a live mark, else 0.
-var scriptMarkGet = script(markPrelude + `
-if live(redis.call('ZSCORE', KM, ARGV[1]), now_ms()) then return 1 end
-return 0
-`)
-
-// scriptMarkList: KEYS marks; ARGV prefix. Removes the expired marks and
-// returns the live ones that start with prefix, unsorted. (ZRANGEBYLEX only
-// orders members of equal score, which marks do not have.)
-var scriptMarkList = script(markPrelude + `
-redis.call('ZREMRANGEBYSCORE', KM, '-inf', now_ms())
-local p = ARGV[1]
-local out = {}
-for _, m in ipairs(redis.call('ZRANGE', KM, 0, -1)) do
-  if string.sub(m, 1, #p) == p then out[#out + 1] = m end
-end
-return out
-`)
+// The mark scripts start with lua/mark_prelude.lua (KM, the marks key, and
+// live).
+var (
+	// scriptMarkSet stores a mark: lua/mark_set.lua.
+	scriptMarkSet = script("mark_prelude.lua", "mark_set.lua")
+	// scriptMarkGet reports a live mark: lua/mark_get.lua.
+	scriptMarkGet = script("mark_prelude.lua", "mark_get.lua")
+	// scriptMarkList lists live marks: lua/mark_list.lua.
+	scriptMarkList = script("mark_prelude.lua", "mark_list.lua")
+)
 
 // MarkSet stores mark name of queue expiring at until (the zero time: never),
 // in one script: with onlyNew it stores nothing and returns false while a

@@ -24,73 +24,12 @@ const earlyScan = 1000
 // maxImportScript is the most dead letters one import script call stores.
 const maxImportScript = 500
 
-// ARGV: group, max, lease (ms), token, early scan limit. Returns {now,
-// deadline, then per delivery: pseudo stream id, attempt, fields, run-at}.
-// Expired early leases (found among the first ARGV[5] expired leases) go back
-// to waiting first, so they can be taken again. The messages keep their
-// fields in the payloads hash while taken; see scripts.go.
-const luaReceiveDelayed = `
-local g = ARGV[1]
-local want, lease, tok, scan = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-local now = now_ms()
-local deadline = now + lease
-unearly_expired(g, now, scan)
-local out = {now, deadline}
-local a = redis.call('ZRANGEBYSCORE', KD, '(' .. now, '(+inf', 'WITHSCORES', 'LIMIT', 0, want)
-local dls = string.format('%d', deadline)
-local hs, zs = {}, {}
-for i = 1, #a, 2 do
-  local mid, runat = a[i], string.format('%d', tonumber(a[i + 1]))
-  redis.call('ZREM', KD, mid)
-  local f = early_fields(mid)
-  if f then
-    local n, dedup = 0, ''
-    for j = 1, #f, 2 do
-      local k = f[j]
-      if k == 'n' then n = tonumber(f[j + 1]) elseif k == 'u' then dedup = f[j + 1] end
-    end
-    local sid = 'd' .. runat .. '-' .. mid
-    hs[#hs + 1] = sid; hs[#hs + 1] = rec_make(tok, n + 1, mid, dedup)
-    zs[#zs + 1] = dls; zs[#zs + 1] = sid
-    out[#out + 1] = sid; out[#out + 1] = n + 1; out[#out + 1] = f; out[#out + 1] = runat
-  end
-end
-if #hs > 0 then
-  redis.call('HSET', KL, PAD, '', unpack(hs))
-  redis.call('ZADD', KX, 'inf', PAD, unpack(zs))
-end
-return out
-`
-
-// ARGV: cap (0 = unbounded), then per letter: number of fields, fields (the
-// message id first). Letters whose message id has a dead letter already are
-// skipped. Returns how many were stored.
-const luaDeadImport = `
-local cap = tonumber(ARGV[1])
-local i, n = 2, 0
-while i <= #ARGV do
-  local nf = tonumber(ARGV[i])
-  local first, last = i + 1, i + nf
-  i = last + 1
-  local mid, kind = ARGV[first + 1], ''
-  for j = first, last, 2 do
-    if ARGV[j] == 'p' then kind = pkind(ARGV[j + 1]) end
-  end
-  local have = redis.call('HGET', KDI, mid)
-  if not (have and #redis.call('XRANGE', KDEAD, have, have) > 0) then
-    local f = {}
-    for j = first, last do f[#f + 1] = ARGV[j] end
-    dead_add(f, mid, kind)
-    n = n + 1
-  end
-end
-dead_trim(cap)
-return n
-`
-
 var (
-	scriptReceiveDelayed = script(luaReceiveDelayed)
-	scriptDeadImport     = script(luaDeadImport)
+	// scriptReceiveDelayed leases delayed messages before their run-at:
+	// lua/receive_delayed.lua.
+	scriptReceiveDelayed = script("receive_delayed.lua")
+	// scriptDeadImport stores imported dead letters: lua/dead_import.lua.
+	scriptDeadImport = script("dead_import.lua")
 )
 
 // ReceiveDelayed claims, without blocking, up to p.Max delayed messages whose

@@ -1,0 +1,474 @@
+-- The prelude: key names and the helpers the queue scripts share. link.go
+-- cuts it into its head (up to the first "local function") and its
+-- helpers, each with the comment above it, and runs every script after the
+-- head and only the helpers it calls.
+--
+-- Every script gets the twelve keys of one queue (keys.list) and runs on the
+-- broker's clock. Stream entries carry the message as fields:
+--
+--   i message id   p payload (kind, enqueued-at, max attempts, headers, body;
+--     see encodePayload; its first byte is the kind's length, then the kind)
+--   u dedup key (optional)   n deliveries before this entry (optional)
+--   e last error (optional)
+--
+-- Leases are per Receive call, not per message. Each call draws a token and
+-- reads (XREADGROUP) or takes over (XCLAIM) its entries as the consumer
+-- "l<token>", so the group's pending list itself records who holds what, and
+-- one member of the "deadlines" sorted set (the consumer's name, scored with
+-- its deadline) records until when. A receipt is "<stream id>/<token>"; it is
+-- current while the entry is pending for that consumer. Extend moves one
+-- delivery to its own consumer "l<token>:<stream id>" with its own deadline,
+-- so extending one message of a batch leaves the others' deadlines alone. A
+-- consumer is deleted, with its deadline, as soon as it holds nothing. The
+-- attempt of a delivery is the entry's n plus the pending entry's delivery
+-- count.
+--
+-- A delayed message taken early by ReceiveDelayed has no stream entry: its
+-- fields stay in the "payloads" hash and its lease is recorded in the
+-- "leases" hash under the pseudo stream id "d<run-at ms>-<message id>" (real
+-- stream ids start with a digit) as "token\nattempt\nmessage id\ndedup key",
+-- with the pseudo id as its member of the deadlines set. When such a lease
+-- expires, the message goes back to the delayed set at that run-at (or to the
+-- stream when the run-at has passed).
+--
+-- A lease consumer that lost an entry to another consumer (a takeover, or
+-- Extend moving one delivery out) is kept in the "moved" set until it is
+-- deleted; the Ack script checks the others' batches by count alone.
+--
+-- The "dedupsids" hash maps the stream id of each entry that holds a dedup
+-- key to "message id\ndedup key", so a key is freed even when its entry was
+-- deleted behind the driver's back.
+
+local KS, KL, KX, KD, KP, KK, KDEAD, KDK, KW, KDI, KU, KT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+
+-- PAD is a permanent member of the leases hash and of the deadline and
+-- delayed sorted sets (score +inf). Being longer than the listpack limits (64
+-- bytes by default), it keeps those keys in their hashtable and skiplist
+-- encodings; in the compact listpack encoding every insert and delete of a
+-- batch would scan and move the whole key.
+local PAD = string.rep('~', 72)
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function is_err(r)
+  return type(r) == 'table' and r.err ~= nil
+end
+
+local function tomap(a)
+  local m = {}
+  for i = 1, #a, 2 do m[a[i]] = a[i + 1] end
+  return m
+end
+
+-- fget returns field k of the flat field list f, or nil.
+local function fget(f, k)
+  for i = 1, #f, 2 do
+    if f[i] == k then return f[i + 1] end
+  end
+  return nil
+end
+
+local function rec_make(token, attempt, mid, dedup)
+  return token .. '\n' .. attempt .. '\n' .. mid .. '\n' .. dedup
+end
+
+-- rec_parse splits an early lease record.
+local function rec_parse(r)
+  local a = string.find(r, '\n', 1, true)
+  local b = string.find(r, '\n', a + 1, true)
+  local c = string.find(r, '\n', b + 1, true)
+  return string.sub(r, 1, a - 1), tonumber(string.sub(r, a + 1, b - 1)), string.sub(r, b + 1, c - 1), string.sub(r, c + 1)
+end
+
+-- ensure creates the stream and its consumer group when the stream is missing
+-- (first use, or after a flush or a restart without persistence).
+local function ensure(g)
+  if redis.call('EXISTS', KS) == 0 then
+    redis.call('XGROUP', 'CREATE', KS, g, '0', 'MKSTREAM')
+  end
+end
+
+-- ensure_group also recreates a group lost while its stream survived; from
+-- the stream's start, so no entry is stranded.
+local function ensure_group(g)
+  local r = redis.pcall('XGROUP', 'CREATE', KS, g, '0', 'MKSTREAM')
+  if is_err(r) and not string.find(r.err, 'BUSYGROUP', 1, true) then
+    return redis.error_reply(r.err)
+  end
+end
+
+-- last_delivered returns the group's last-delivered id, or nil.
+local function last_delivered(g)
+  if redis.call('EXISTS', KS) == 0 then return nil end
+  local gs = redis.pcall('XINFO', 'GROUPS', KS)
+  if is_err(gs) then return nil end
+  for _, gi in ipairs(gs) do
+    local m = tomap(gi)
+    if m['name'] == g then return m['last-delivered-id'] end
+  end
+  return nil
+end
+
+local function free_dedup(dedup, mid)
+  if dedup and dedup ~= '' and redis.call('HGET', KK, dedup) == mid then
+    redis.call('HDEL', KK, dedup)
+  end
+end
+
+-- xadd appends an entry with fields f to the stream, indexing its dedup key
+-- by stream id.
+local function xadd(f)
+  local sid = redis.call('XADD', KS, '*', unpack(f))
+  local dedup = fget(f, 'u')
+  if dedup and dedup ~= '' then
+    redis.call('HSET', KU, sid, (fget(f, 'i') or '') .. '\n' .. dedup)
+  end
+  return sid
+end
+
+-- free_indexed_key frees the dedup key of a dedup index record
+-- ("message id\ndedup key").
+local function free_indexed_key(r)
+  local nl = string.find(r, '\n', 1, true)
+  free_dedup(string.sub(r, nl + 1), string.sub(r, 1, nl - 1))
+end
+
+-- unindex forgets the dedup index of stream entry sid, freeing its dedup key
+-- when free is set (the message is done) and keeping it otherwise (the
+-- message lives on in a new entry).
+local function unindex(sid, free)
+  local r = redis.call('HGET', KU, sid)
+  if not r then return end
+  redis.call('HDEL', KU, sid)
+  if free then free_indexed_key(r) end
+end
+
+-- release deletes lease consumer c, with its deadline and its mark in the
+-- moved set (unless the caller knows it has none), when it holds nothing.
+local function release(g, c, unmoved)
+  local p = redis.pcall('XPENDING', KS, g, '-', '+', 1, c)
+  if is_err(p) or #p == 0 then
+    redis.pcall('XGROUP', 'DELCONSUMER', KS, g, c)
+    redis.call('ZREM', KX, c)
+    if not unmoved then redis.call('SREM', KT, c) end
+  end
+end
+
+-- free_indexed frees the dedup keys indexed for the stream ids sids (acked
+-- or dead: their messages are done).
+local function free_indexed(sids)
+  if redis.call('EXISTS', KU) == 0 then return end
+  local us = redis.call('HMGET', KU, unpack(sids))
+  for k, r in ipairs(us) do
+    if r then
+      free_indexed_key(r)
+      redis.call('HDEL', KU, sids[k])
+    end
+  end
+end
+
+-- pel_of returns the consumer holding stream entry sid and its delivery
+-- count, or nil when the entry is not pending.
+local function pel_of(g, sid)
+  local p = redis.pcall('XPENDING', KS, g, sid, sid, 1)
+  if is_err(p) or #p == 0 then return nil end
+  return p[1][2], tonumber(p[1][4])
+end
+
+-- live reports whether the lease named n (a lease consumer, or the pseudo
+-- stream id of an early lease) has a deadline after now. A receipt is
+-- current only until its deadline, even while nobody took the message over.
+local function live(n, now)
+  local d = redis.call('ZSCORE', KX, n)
+  return d and tonumber(d) > now
+end
+
+-- owns reports whether consumer o is token tok's lease on entry sid and its
+-- deadline has not passed.
+local function owns(o, tok, sid, now)
+  return (o == 'l' .. tok or o == 'l' .. tok .. ':' .. sid) and live(o, now)
+end
+
+-- requeue returns the fields of entry f for a new entry, recording attempts
+-- deliveries so far and the last error (reason, or the previous one when empty).
+local function requeue(f, attempts, reason)
+  local out = {}
+  local last = ''
+  for i = 1, #f, 2 do
+    local k = f[i]
+    if k == 'e' then last = f[i + 1]
+    elseif k ~= 'n' then out[#out + 1] = k; out[#out + 1] = f[i + 1] end
+  end
+  if reason ~= '' then last = reason end
+  out[#out + 1] = 'n'; out[#out + 1] = attempts
+  if last ~= '' then out[#out + 1] = 'e'; out[#out + 1] = last end
+  return out
+end
+
+-- pkind returns the kind stored at the start of a payload.
+local function pkind(p)
+  return string.sub(p, 2, 1 + string.byte(p, 1))
+end
+
+local function dead_kind(kind, by)
+  if redis.call('HINCRBY', KDK, kind, by) <= 0 then redis.call('HDEL', KDK, kind) end
+end
+
+-- dead_unindex forgets that message mid's dead letter is entry sid.
+local function dead_unindex(mid, sid)
+  if mid and redis.call('HGET', KDI, mid) == sid then redis.call('HDEL', KDI, mid) end
+end
+
+-- dead_add appends a dead letter (fields f) of message mid and kind.
+local function dead_add(f, mid, kind)
+  local sid = redis.call('XADD', KDEAD, '*', unpack(f))
+  redis.call('HSET', KDI, mid, sid)
+  dead_kind(kind, 1)
+end
+
+-- dead_trim deletes the oldest dead letters beyond cap (0 = unbounded).
+local function dead_trim(cap)
+  if cap <= 0 then return end
+  local over = redis.call('XLEN', KDEAD) - cap
+  if over <= 0 then return end
+  for _, old in ipairs(redis.call('XRANGE', KDEAD, '-', '+', 'COUNT', over)) do
+    local m = tomap(old[2])
+    dead_kind(pkind(m['p'] or '\0'), -1)
+    dead_unindex(m['i'], old[1])
+    redis.call('XDEL', KDEAD, old[1])
+  end
+end
+
+-- is_early reports whether sid is the pseudo stream id of a lease taken by
+-- ReceiveDelayed ("d<run-at>-<message id>").
+local function is_early(sid)
+  return string.byte(sid, 1) == 100
+end
+
+-- early_runat returns the run-at (Unix ms) of the early lease sid.
+local function early_runat(sid)
+  return tonumber(string.match(sid, '^d(%d+)-'))
+end
+
+-- early_fields returns the stored fields of message mid (taken early), or nil.
+local function early_fields(mid)
+  local pk = redis.call('HGET', KP, mid)
+  if not pk then return nil end
+  return cmsgpack.unpack(pk)
+end
+
+-- early_lease returns the attempt, message id and dedup key of the early
+-- lease sid when token holds it and its deadline has not passed, else nil.
+local function early_lease(sid, token, now)
+  local r = redis.call('HGET', KL, sid)
+  if not r then return nil end
+  local t, att, mid, dedup = rec_parse(r)
+  if t ~= token or not live(sid, now) then return nil end
+  return att, mid, dedup
+end
+
+-- unearly ends the early lease sid (expired): its message waits again for
+-- its run-at, or goes to the stream when the run-at has passed, keeping the
+-- deliveries it had.
+local function unearly(g, sid, now)
+  local r = redis.call('HGET', KL, sid)
+  redis.call('HDEL', KL, sid)
+  redis.call('ZREM', KX, sid)
+  if not r then return end
+  local _, att, mid, dedup = rec_parse(r)
+  local f = early_fields(mid)
+  if not f then
+    free_dedup(dedup, mid)
+    return
+  end
+  local nf = requeue(f, att, '')
+  local runat = early_runat(sid)
+  if runat <= now then
+    ensure(g)
+    xadd(nf)
+    redis.call('HDEL', KP, mid)
+  else
+    redis.call('HSET', KP, mid, cmsgpack.pack(nf))
+    redis.call('ZADD', KD, 'inf', PAD, runat, mid)
+  end
+end
+
+-- unearly_expired puts back the expired early leases found among the first
+-- scan expired leases.
+local function unearly_expired(g, now, scan)
+  for _, sid in ipairs(redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, scan)) do
+    if is_early(sid) then unearly(g, sid, now) end
+  end
+end
+
+-- promote moves up to plimit delayed messages whose run-at has come to the
+-- stream. Returns how many moved.
+local function promote(g, now, plimit)
+  local due = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'LIMIT', 0, plimit)
+  if #due > 0 then
+    ensure(g)
+    for _, mid in ipairs(due) do
+      local pk = redis.call('HGET', KP, mid)
+      if pk then xadd(cmsgpack.unpack(pk)) end
+      redis.call('ZREM', KD, mid)
+      redis.call('HDEL', KP, mid)
+    end
+  end
+  return #due
+end
+
+-- sweep is the throttled sweep (at most every sweepEvery ms per queue, and at
+-- once after a takeover found a lease whose pending entries were lost). A
+-- pass starts by giving consumers that hold entries but no deadline (a
+-- foreign XREADGROUP, or a lease whose deadline was never recorded) an
+-- expired deadline once they were idle orphanIdle ms, so the next takeover
+-- hands their entries out, and by forgetting empty ones idle for an hour.
+-- Then it walks the stream up to the group's last-delivered id when the pass
+-- began, 100 entries a step: an entry there that is not pending lost its pending entry (a group
+-- destroyed and recreated, a consumer deleted by hand) and is re-added as a
+-- new entry, its lost delivery counted. A pass with more steps runs one per
+-- Receive until it is done.
+local function sweep(g, now, sweepEvery, orphanIdle)
+  if sweepEvery <= 0 or now < tonumber(redis.call('HGET', KW, 't') or '0') then return end
+  local last = last_delivered(g)
+  if not last then return end
+  -- a pass walks up to the last-delivered id of its start ('e'): later
+  -- reads would make it a moving target
+  local cur = redis.call('HGET', KW, 'c') or '0-0'
+  local stop = redis.call('HGET', KW, 'e') or last
+  if cur == '0-0' then
+    stop = last
+    redis.call('HSET', KW, 'e', stop)
+    local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
+    if not is_err(cs) then
+      for _, ci in ipairs(cs) do
+        local m = tomap(ci)
+        if not redis.call('ZSCORE', KX, m['name']) then
+          if tonumber(m['pending']) > 0 then
+            if tonumber(m['idle']) >= orphanIdle then redis.call('ZADD', KX, 0, m['name']) end
+          elseif tonumber(m['idle']) > 3600000 then
+            redis.call('XGROUP', 'DELCONSUMER', KS, g, m['name'])
+          end
+        end
+      end
+    end
+  end
+  local es = redis.call('XRANGE', KS, '(' .. cur, stop, 'COUNT', 100)
+  if #es > 0 then
+    local pend = {}
+    for _, p in ipairs(redis.call('XPENDING', KS, g, es[1][1], es[#es][1], #es)) do pend[p[1]] = true end
+    for _, e in ipairs(es) do
+      -- (pending entries deleted from the stream may crowd the range's
+      -- reply: check a missing one alone before re-adding it)
+      if not pend[e[1]] and not pel_of(g, e[1]) then
+        local n = tonumber(fget(e[2], 'n') or '0')
+        xadd(requeue(e[2], n + 1, ''))
+        redis.call('XDEL', KS, e[1])
+        unindex(e[1], false)
+      end
+    end
+  end
+  if #es < 100 or es[#es][1] == stop then
+    redis.call('HSET', KW, 'c', '0-0', 't', now + sweepEvery)
+  else
+    redis.call('HSET', KW, 'c', es[#es][1], 't', now)
+  end
+end
+
+-- takeover hands consumer c up to want entries of leases whose deadline has
+-- passed, calling give(stream id, fields, attempt) for each; expired early
+-- leases are put back instead. Returns how many it gave.
+local function takeover(g, c, now, want, give)
+  local got = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KX, '-inf', now, 'LIMIT', 0, want)) do
+    if got >= want then break end
+    if is_early(m) then
+      unearly(g, m, now)
+    else
+      local p = redis.pcall('XPENDING', KS, g, '-', '+', want - got, m)
+      if is_err(p) or #p == 0 then
+        -- A lease is deleted when it holds nothing, so its pending entries
+        -- were lost (group recreated, consumer deleted): sweep now.
+        redis.pcall('XGROUP', 'DELCONSUMER', KS, g, m)
+        redis.call('ZREM', KX, m)
+        redis.call('HSET', KW, 't', 0)
+      else
+        local ids, cnt = {}, {}
+        for i, e in ipairs(p) do ids[i] = e[1]; cnt[e[1]] = tonumber(e[4]) end
+        local seen = {}
+        for _, e in ipairs(redis.call('XCLAIM', KS, g, c, 0, unpack(ids))) do
+          if type(e) == 'table' and e[2] then
+            seen[e[1]] = true
+            give(e[1], e[2], tonumber(fget(e[2], 'n') or '0') + cnt[e[1]] + 1)
+            got = got + 1
+          end
+        end
+        redis.call('SADD', KT, m)
+        -- entries deleted behind the driver's back: XCLAIM dropped them
+        -- from the pending list; free their dedup keys
+        for _, sid in ipairs(ids) do
+          if not seen[sid] then
+            redis.pcall('XACK', KS, g, sid)
+            unindex(sid, true)
+          end
+        end
+        release(g, m)
+      end
+    end
+  end
+  return got
+end
+
+-- take checks that token tok holds the delivery sid (at now) and ends it. It returns
+-- the message's fields, attempt, id and dedup key, or nil when the lease is
+-- lost. The stream entry is deleted and its dedup index dropped (the key
+-- itself stays held: the caller frees it or requeues the message). An early
+-- delivery's fields are removed from the payloads hash.
+local function take(g, sid, tok, now)
+  if is_early(sid) then
+    local att, mid, dedup = early_lease(sid, tok, now)
+    if not att then return nil end
+    redis.call('HDEL', KL, sid)
+    redis.call('ZREM', KX, sid)
+    local f = early_fields(mid)
+    if not f then
+      free_dedup(dedup, mid)
+      return nil
+    end
+    redis.call('HDEL', KP, mid)
+    return f, att, mid, dedup
+  end
+  local o, cnt = pel_of(g, sid)
+  if not o or not owns(o, tok, sid, now) then return nil end
+  local e = redis.call('XRANGE', KS, sid, sid)
+  redis.pcall('XACK', KS, g, sid)
+  release(g, o)
+  if #e == 0 then
+    unindex(sid, true)
+    return nil
+  end
+  redis.call('XDEL', KS, sid)
+  unindex(sid, false)
+  local f = e[1][2]
+  return f, tonumber(fget(f, 'n') or '0') + cnt, fget(f, 'i') or '', fget(f, 'u') or ''
+end
+
+-- earliest returns the earliest lease deadline, or -1.
+local function earliest()
+  local b = redis.call('ZRANGE', KX, 0, 0, 'WITHSCORES')
+  if #b > 0 and b[1] ~= PAD then return tonumber(b[2]) end
+  return -1
+end
+
+-- next_due returns the earliest run-at or lease deadline, or -1.
+local function next_due()
+  local nd = -1
+  local a = redis.call('ZRANGE', KD, 0, 0, 'WITHSCORES')
+  if #a > 0 and a[1] ~= PAD then nd = tonumber(a[2]) end
+  local x = earliest()
+  if x >= 0 and (nd < 0 or x < nd) then nd = x end
+  return nd
+end
