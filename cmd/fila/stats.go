@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -34,10 +35,12 @@ func newStatsCmd(a *app) *cobra.Command {
 		Long: `Show each queue's ready, delayed, leased and dead message counts and the age of
 its oldest ready message (how long the head of the queue has waited: the first
 number to watch). Counts are exact on a quiescent queue. "-" means none
-(nothing ready, no dead letters); "n/a" means the driver does not report it
-(RabbitMQ has no oldest-ready time nor dead counts per kind, and counts
-delayed and leased messages only for its own instance). Paused queues (fila
-queue pause) are named on a line below the table, and in the JSON as
+(nothing ready, no dead letters); "n/a" means the broker cannot tell, never
+0, and is null in the JSON. RabbitMQ has no oldest-ready time nor dead counts
+per kind, and counts delayed and leased messages only for the process that
+made them, which fila is not: they show n/a ("≥N", and "lower_bounds" in
+the JSON, where the process knows of some), as in fila ui. Paused queues
+(fila queue pause) are named on a line below the table, and in the JSON as
 "paused": true ("paused" is null when the driver cannot pause queues).
 
 --watch refreshes every 2s (or --watch=10s); on a terminal the table is
@@ -87,11 +90,16 @@ refresh; RabbitMQ cannot list its queues, so there name them.`,
 
 // statsRow is one queue's stats as printed.
 type statsRow struct {
-	Queue   string `json:"queue"`
-	Ready   int64  `json:"ready"`
-	Delayed int64  `json:"delayed"`
-	Leased  int64  `json:"leased"`
+	Queue string `json:"queue"`
+	Ready int64  `json:"ready"`
+	// Delayed and Leased are nil when the broker cannot tell (see
+	// partialCounts).
+	Delayed *int64 `json:"delayed"`
+	Leased  *int64 `json:"leased"`
 	Dead    int64  `json:"dead"`
+	// LowerBounds names the counts that are only lower bounds: those the
+	// driver knows of from its own process (see partialCounts).
+	LowerBounds []string `json:"lower_bounds,omitempty"`
 	// OldestReadyAt is when the oldest ready message became ready; nil when
 	// none is ready or the driver does not tell.
 	OldestReadyAt *time.Time `json:"oldest_ready_at"`
@@ -119,13 +127,29 @@ func collectStats(ctx context.Context, c *fila.Client, queues []string, all bool
 	}
 	rows := make([]statsRow, 0, len(queues))
 	canPause := true
+	_, partial := partialCounts[driverName(c)]
 	for _, q := range queues {
 		s, err := c.QueueStats(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("stats of queue %q: %w", q, err)
 		}
 		now := time.Now()
-		r := statsRow{Queue: q, Ready: s.Ready, Delayed: s.Delayed, Leased: s.Leased, Dead: s.Dead, DeadByKind: s.DeadByKind}
+		r := statsRow{Queue: q, Ready: s.Ready, Delayed: &s.Delayed, Leased: &s.Leased, Dead: s.Dead, DeadByKind: s.DeadByKind}
+		if partial {
+			// The same rule as the dashboard's (package ui): a count the
+			// process knows none of is unknown, not 0; one it knows of
+			// some is a lower bound.
+			if s.Delayed == 0 {
+				r.Delayed = nil
+			} else {
+				r.LowerBounds = append(r.LowerBounds, "delayed")
+			}
+			if s.Leased == 0 {
+				r.Leased = nil
+			} else {
+				r.LowerBounds = append(r.LowerBounds, "leased")
+			}
+		}
 		switch {
 		case !s.OldestReadyAt.IsZero():
 			t := s.OldestReadyAt.UTC()
@@ -173,7 +197,8 @@ func writeStats(w io.Writer, rows []statsRow, asJSON bool, at time.Time) error {
 		if r.DeadByKind == nil && r.Dead > 0 {
 			kinds = notReported
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Queue, r.Ready, r.Delayed, r.Leased, r.Dead, age, kinds)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t\n", r.Queue, r.Ready,
+			formatCount(r.Delayed, r.lowerBound("delayed")), formatCount(r.Leased, r.lowerBound("leased")), r.Dead, age, kinds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -195,6 +220,29 @@ func writeStats(w io.Writer, rows []statsRow, asJSON bool, at time.Time) error {
 
 // notReported fills a column the driver does not report.
 const notReported = "n/a"
+
+// partialCounts names the drivers whose delayed and leased counts hold only
+// what the client's own process handled (see package rabbitmq's
+// QueueStats), as package ui's dashboard does: fila's own process handled
+// none, so they are unknown.
+var partialCounts = map[string]struct{}{"rabbitmq": {}}
+
+// lowerBound tells whether the count named field is a lower bound.
+func (r *statsRow) lowerBound(field string) bool {
+	return slices.Contains(r.LowerBounds, field)
+}
+
+// formatCount prints a count that may be unknown (nil) or a lower bound.
+func formatCount(n *int64, lowerBound bool) string {
+	switch {
+	case n == nil:
+		return notReported
+	case lowerBound:
+		return fmt.Sprintf("≥%d", *n)
+	default:
+		return fmt.Sprint(*n)
+	}
+}
 
 // formatAge prints an age with a precision that fits its size.
 func formatAge(d time.Duration) string {

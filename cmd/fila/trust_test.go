@@ -1,0 +1,68 @@
+package main
+
+// Tests of issue #21, "CLI output to trust": what the command prints is
+// what the broker knows, and every error says what to do next.
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila/internal/testenv"
+)
+
+// TestStatsUnknownIsNotZero: the counts a broker cannot know (RabbitMQ's
+// delayed and leased, seen from a process that made none) show n/a in the
+// table and null in the JSON, never 0; brokers that know them print
+// numbers.
+func TestStatsUnknownIsNotZero(t *testing.T) {
+	t.Parallel()
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
+		c := client(t, url)
+		q := unique("unknown")
+		testenv.CleanupQueue(t, c, q)
+		ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x")
+
+		out := ok(t, "", "--url", url, "stats", q)
+		row := strings.Fields(strings.Split(strings.TrimSpace(out), "\n")[1])
+		want := "0 0"
+		if b.instanceStats {
+			want = "n/a n/a"
+		}
+		if len(row) != 7 || row[2]+" "+row[3] != want {
+			t.Errorf("stats row %q: delayed and leased want %q", row, want)
+		}
+
+		js := ok(t, "", "--url", url, "stats", "--json", q)
+		wantJSON := `"ready":1,"delayed":0,"leased":0,"dead":0`
+		if b.instanceStats {
+			wantJSON = `"ready":1,"delayed":null,"leased":null,"dead":0`
+		}
+		if !strings.Contains(js, wantJSON) || strings.Contains(js, "lower_bounds") {
+			t.Errorf("stats --json = %s; want %s", js, wantJSON)
+		}
+	})
+}
+
+// TestStatsLowerBounds: a count the driver knows only part of prints as
+// "≥N" and is named in "lower_bounds" in the JSON.
+func TestStatsLowerBounds(t *testing.T) {
+	t.Parallel()
+	three := int64(3)
+	rows := []statsRow{{Queue: "q", Ready: 1, Delayed: &three, LowerBounds: []string{"delayed"}}}
+	var out bytes.Buffer
+	if err := writeStats(&out, rows, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(strings.Split(out.String(), "\n")[1]); f[2] != "≥3" || f[3] != "n/a" {
+		t.Errorf("row %q; want delayed ≥3 and leased n/a", f)
+	}
+	out.Reset()
+	if err := writeStats(&out, rows, true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, `"delayed":3,"leased":null`) || !strings.Contains(s, `"lower_bounds":["delayed"]`) {
+		t.Errorf("JSON %s", s)
+	}
+}
