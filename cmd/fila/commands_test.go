@@ -369,11 +369,13 @@ func TestStatsWatch(t *testing.T) {
 		}
 
 		// --json --watch prints one JSON document per refresh.
+		// (Standard error, which warns that the queue holds nothing, stays
+		// out of the JSON stream.)
 		ctx, cancel := context.WithCancel(context.Background())
-		var out syncBuffer
+		var out, errb syncBuffer
 		done := make(chan int)
 		go func() {
-			done <- run(ctx, []string{"--url", url, "stats", "--json", "--watch=20ms", q}, env{stdout: &out, stderr: &out})
+			done <- run(ctx, []string{"--url", url, "stats", "--json", "--watch=20ms", q}, env{stdout: &out, stderr: &errb})
 		}()
 		waitFor(t, "two JSON refreshes", func() bool { return strings.Count(out.String(), "\n") >= 2 })
 		cancel()

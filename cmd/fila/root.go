@@ -110,6 +110,12 @@ func run(ctx context.Context, args []string, e env) int {
 	return code
 }
 
+// warnf writes a warning to standard error: something the user should know
+// that does not make the command fail.
+func (a *app) warnf(format string, args ...any) {
+	fmt.Fprintf(a.stderr, "fila: warning: %s\n", fmt.Sprintf(format, args...))
+}
+
 // markStarted wraps the RunE of cmd and its subcommands to set *started,
 // telling errors of the commands from cobra's own (usage) errors.
 func markStarted(cmd *cobra.Command, started *bool) {

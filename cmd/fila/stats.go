@@ -43,6 +43,10 @@ the JSON, where the process knows of some), as in fila ui. Paused queues
 (fila queue pause) are named on a line below the table, and in the JSON as
 "paused": true ("paused" is null when the driver cannot pause queues).
 
+A queue named on the command line that holds nothing gets a warning on
+standard error when the broker lists no such queue (a misspelt name reads
+as an empty queue), or cannot list its queues (RabbitMQ).
+
 --watch refreshes every 2s (or --watch=10s); on a terminal the table is
 redrawn in place, otherwise each refresh is printed after the last (one JSON
 document per line with --json). Stop with Ctrl-C.
@@ -76,6 +80,9 @@ refresh; RabbitMQ cannot list its queues, so there name them.`,
 				rows, err := collectStats(ctx, c, queues, f.all)
 				if err != nil {
 					return err
+				}
+				if !f.all {
+					a.warnEmpty(ctx, c, rows)
 				}
 				return writeStats(a.stdout, rows, f.json, time.Now())
 			})
@@ -244,6 +251,56 @@ func formatCount(n *int64, lowerBound bool) string {
 	}
 }
 
+// holdsNothing tells whether a row counts no message and no dead letter
+// (unknown counts aside).
+func (r *statsRow) holdsNothing() bool {
+	zero := func(n *int64) bool { return n == nil || *n == 0 }
+	return r.Ready == 0 && r.Dead == 0 && zero(r.Delayed) && zero(r.Leased)
+}
+
+// queueKnown tells whether the broker lists queue: known is false when it
+// does not, and listable false when the driver cannot list queues (then
+// known means nothing). A failure to list counts as not listable.
+func queueKnown(ctx context.Context, c *fila.Client, queue string) (known, listable bool) {
+	qs, err := c.QueueList(ctx)
+	if err != nil {
+		return false, false
+	}
+	return slices.Contains(qs, queue), true
+}
+
+// warnEmpty warns, on standard error, of each queue of rows that holds
+// nothing and that the broker does not list (or cannot list): a misspelt
+// queue name looks like an empty queue.
+func (a *app) warnEmpty(ctx context.Context, c *fila.Client, rows []statsRow) {
+	var listed []string
+	listable, read := false, false
+	for _, r := range rows {
+		if !r.holdsNothing() {
+			continue
+		}
+		if !read {
+			qs, err := c.QueueList(ctx)
+			listed, listable, read = qs, err == nil, true
+		}
+		if msg := unknownQueueWarning(driverName(c), r.Queue, listable && slices.Contains(listed, r.Queue), listable); msg != "" {
+			a.warnf("%s", msg)
+		}
+	}
+}
+
+// unknownQueueWarning is the warning about an empty queue the broker does
+// not list (or cannot list), or "" when it lists it.
+func unknownQueueWarning(driver, queue string, known, listable bool) string {
+	switch {
+	case !listable:
+		return fmt.Sprintf("queue %q holds no ready message nor dead letter, and the %s driver cannot tell whether the queue exists: check the name", queue, driver)
+	case !known:
+		return fmt.Sprintf("queue %q holds nothing and the broker has no such queue (fila queue list does not name it): check the name", queue)
+	}
+	return ""
+}
+
 // formatAge prints an age with a precision that fits its size.
 func formatAge(d time.Duration) string {
 	switch {
@@ -294,6 +351,7 @@ func writeJSONLine(w io.Writer, v any) error {
 func (a *app) watchStats(ctx context.Context, c *fila.Client, queues []string, f statsFlags) error {
 	inPlace := !f.json && a.isTerminal(a.stdout)
 	prevLines := 0
+	warned := f.all // --all names only the queues the broker lists
 	t := time.NewTicker(f.watch)
 	defer t.Stop()
 	for {
@@ -302,6 +360,10 @@ func (a *app) watchStats(ctx context.Context, c *fila.Client, queues []string, f
 		rows, err := collectStats(ctx, c, queues, f.all)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err == nil && !warned {
+			warned = true // once, before the first frame
+			a.warnEmpty(ctx, c, rows)
 		}
 		switch {
 		case err != nil && f.json:

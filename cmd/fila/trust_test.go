@@ -5,6 +5,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -65,4 +67,44 @@ func TestStatsLowerBounds(t *testing.T) {
 	if s := out.String(); !strings.Contains(s, `"delayed":3,"leased":null`) || !strings.Contains(s, `"lower_bounds":["delayed"]`) {
 		t.Errorf("JSON %s", s)
 	}
+}
+
+// TestUnknownQueueWarns: stats of a queue that holds nothing and that the
+// broker does not list, and deleting it, warn on standard error instead of
+// passing it off as an empty queue that was deleted; where the broker
+// cannot list queues the warning says it cannot tell.
+func TestUnknownQueueWarns(t *testing.T) {
+	t.Parallel()
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
+		c := client(t, url)
+		q, full := unique("nosuch"), unique("full")
+		testenv.CleanupQueue(t, c, full)
+		ok(t, "", "--url", url, "enqueue", "-q", full, "-k", "k", "--body", "x")
+
+		wantWarn := fmt.Sprintf(`fila: warning: queue %q holds nothing and the broker has no such queue`, q)
+		if b.noQueueList {
+			wantWarn = fmt.Sprintf(`fila: warning: queue %q holds no ready message nor dead letter, and the %s driver cannot tell whether the queue exists: check the name`, q, b.name)
+		}
+		r := cli(t, "", "--url", url, "stats", q, full)
+		if r.code != 0 || !strings.Contains(r.stderr, wantWarn) || strings.Contains(r.stderr, full) || !strings.Contains(r.stdout, q) {
+			t.Errorf("stats of an unknown queue: exit %d, stdout %q, stderr %q; want exit 0 and the warning %q, none for %s", r.code, r.stdout, r.stderr, wantWarn, full)
+		}
+		// --json too: the warning stays on standard error.
+		r = cli(t, "", "--url", url, "stats", "--json", q)
+		if r.code != 0 || !strings.Contains(r.stderr, wantWarn) || !json.Valid([]byte(r.stdout)) {
+			t.Errorf("stats --json of an unknown queue: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+
+		r = cli(t, "", "--url", url, "queue", "delete", q, "--yes")
+		if r.code != 0 || !strings.Contains(r.stderr, wantWarn) {
+			t.Errorf("queue delete of an unknown queue: exit %d, stdout %q, stderr %q; want the warning %q", r.code, r.stdout, r.stderr, wantWarn)
+		}
+		wantOut := fmt.Sprintf("nothing to delete: queue %q holds nothing and the broker has no such queue\n", q)
+		if b.noQueueList {
+			wantOut = fmt.Sprintf("deleted queue %q\n", q) // it may have existed
+		}
+		if r.stdout != wantOut {
+			t.Errorf("queue delete of an unknown queue printed %q; want %q", r.stdout, wantOut)
+		}
+	})
 }
