@@ -5,14 +5,37 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
+	"github.com/fila-go/fila/memory"
 )
+
+// stuckDriver is a memory driver whose claims never return a message, like
+// a source broker whose claims time out: its stats count ready messages
+// that no receive gets.
+type stuckDriver struct{ *memory.Driver }
+
+func (stuckDriver) DriverName() string { return "stuck" }
+
+func (stuckDriver) Receive(ctx context.Context, _ string, _ backend.ReceiveParams) ([]backend.Delivery, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func init() {
+	fila.Register("clitest-stuck", func(_ context.Context, u *url.URL, _ backend.OpenOptions) (backend.Driver, error) {
+		return stuckDriver{memory.Named("stuck" + u.Host).Open()}, nil
+	})
+}
 
 // TestStatsUnknownIsNotZero: the counts a broker cannot know (RabbitMQ's
 // delayed and leased, seen from a process that made none) show n/a in the
@@ -105,6 +128,50 @@ func TestUnknownQueueWarns(t *testing.T) {
 		}
 		if r.stdout != wantOut {
 			t.Errorf("queue delete of an unknown queue printed %q; want %q", r.stdout, wantOut)
+		}
+	})
+}
+
+// TestMigrateMovedNothing: a migration that moves nothing although the
+// source counts ready messages fails with the reason instead of blaming
+// producers.
+func TestMigrateMovedNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("paused", func(t *testing.T) {
+		t.Parallel()
+		from, to := "mem://"+unique("pfrom"), "mem://"+unique("pto")
+		c := client(t, from)
+		if _, err := c.EnqueueBatch(ctx, "orders", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueuePause(ctx, "orders"); err != nil {
+			t.Fatal(err)
+		}
+		r := fails(t, 1, "moved nothing: the source queue orders is paused", "", "migrate", "--from", from, "--to", to, "-q", "orders")
+		if !strings.Contains(r.stderr, "fila queue resume orders") || strings.Contains(r.stdout, "producers") {
+			t.Errorf("stdout %q, stderr %q; want the resume hint and no blame on producers", r.stdout, r.stderr)
+		}
+	})
+	t.Run("claims time out", func(t *testing.T) {
+		t.Parallel()
+		from, to := "clitest-stuck://"+unique("sfrom"), "mem://"+unique("sto")
+		c := client(t, from)
+		if _, err := c.EnqueueBatch(ctx, "orders", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
+			t.Fatal(err)
+		}
+		r := fails(t, 1, "moved nothing: the source (stuck) counts 2 ready messages in queue orders, but receiving from it returned none within 1s", "",
+			"migrate", "--from", from, "--to", to, "-q", "orders")
+		if !strings.Contains(r.stderr, "--idle") || strings.Contains(r.stdout, "producers") {
+			t.Errorf("stdout %q, stderr %q; want what to do and no blame on producers", r.stdout, r.stderr)
+		}
+	})
+	t.Run("empty source", func(t *testing.T) {
+		t.Parallel()
+		// Nothing to move is a success.
+		out := ok(t, "", "migrate", "--from", "mem://"+unique("efrom"), "--to", "mem://"+unique("eto"), "-q", "orders")
+		if !strings.Contains(out, "moved 0 messages") || !strings.Contains(out, "is empty") {
+			t.Errorf("migrate of an empty queue: %q", out)
 		}
 	})
 }
