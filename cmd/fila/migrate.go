@@ -64,7 +64,10 @@ running the command again continues where it stopped without duplicates.
 A run that moves nothing while the source still counts ready messages fails
 (exit 1) with the reason: the source queue is paused, or receiving from it
 returned nothing (its claims time out, or another consumer takes the
-messages first).`,
+messages first).
+
+The brokers come from --from and --to only, not from the URL that other
+commands take ($FILA_URL is not used).`,
 		Example: `  fila migrate --from postgres://db/app --to redis://cache:6379/0 --queue emails
   fila migrate --from amqp://guest:guest@mq/ --to postgres://db/app --queue emails \
       --to-queue emails_v2 --include-dead --drain --idle 30s`,
@@ -88,10 +91,21 @@ messages first).`,
 	for _, name := range []string{"from", "to", "queue"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
+	// The global --url means nothing here: leave it out of the help.
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if fl := c.InheritedFlags().Lookup("url"); fl != nil && !fl.Hidden {
+			fl.Hidden = true
+			defer func() { fl.Hidden = false }()
+		}
+		c.Parent().HelpFunc()(c, args)
+	})
 	return cmd
 }
 
 func (a *app) migrate(ctx context.Context, cmd *cobra.Command, f migrateFlags) error {
+	if cmd.Flags().Changed("url") {
+		return usagef("fila migrate does not use --url: give the source broker's URL as --from and the target's as --to")
+	}
 	if f.toQueue == "" {
 		f.toQueue = f.queue
 	}

@@ -88,9 +88,12 @@ func run(ctx context.Context, args []string, e env) int {
 	root.SetErr(e.stderr)
 	started := false
 	markStarted(root, &started)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
+	}
+	if cmd == nil {
+		cmd = root
 	}
 	code := exitCode(err)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -105,7 +108,8 @@ func run(ctx context.Context, args []string, e env) int {
 	fmt.Fprintf(e.stderr, "fila: %s\n", strings.TrimPrefix(err.Error(), "fila: "))
 	var ee *exitErr
 	if !started || errors.As(err, &ee) && ee.usage {
-		fmt.Fprintln(e.stderr, "Run 'fila --help' for usage.")
+		// The help of the command that was misused, not the root's.
+		fmt.Fprintf(e.stderr, "For usage, see '%s --help'.\n", cmd.CommandPath())
 	}
 	return code
 }

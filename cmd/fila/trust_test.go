@@ -175,3 +175,35 @@ func TestMigrateMovedNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestUsageHelpOfTheCommand: a usage error points to the misused command's
+// help; fila migrate's help leaves out the --url it does not use (and
+// refuses it).
+func TestUsageHelpOfTheCommand(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		help string
+		args []string
+	}{
+		{"fila stats --help", []string{"--url", "mem://", "stats", "--bogus", "q"}},
+		{"fila stats --help", []string{"--url", "mem://", "stats"}},
+		{"fila dead list --help", []string{"--url", "mem://", "dead", "list"}},
+		{"fila queue delete --help", []string{"--url", "mem://", "queue", "delete"}},
+		{"fila migrate --help", []string{"migrate", "--from", "mem://", "--to", "mem://x"}},
+		{"fila --help", []string{"--url", "mem://", "bogus"}},
+	} {
+		r := fails(t, 2, "see '"+c.help+"'", "", c.args...)
+		if c.help != "fila --help" && strings.Contains(r.stderr, "'fila --help'") {
+			t.Errorf("fila %s: stderr %q points to the root help", strings.Join(c.args, " "), r.stderr)
+		}
+	}
+
+	help := ok(t, "", "migrate", "--help")
+	if strings.Contains(help, "--url") || !strings.Contains(help, "--connect-timeout") || !strings.Contains(help, "--from") {
+		t.Errorf("fila migrate --help lists --url, or lacks --connect-timeout or --from:\n%s", help)
+	}
+	if help := ok(t, "", "stats", "--help"); !strings.Contains(help, "--url") {
+		t.Errorf("fila stats --help lost --url:\n%s", help)
+	}
+	fails(t, 2, "fila migrate does not use --url", "", "--url", "mem://", "migrate", "--from", "mem://a", "--to", "mem://b", "-q", "q")
+}
