@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -206,4 +207,45 @@ func TestUsageHelpOfTheCommand(t *testing.T) {
 		t.Errorf("fila stats --help lost --url:\n%s", help)
 	}
 	fails(t, 2, "fila migrate does not use --url", "", "--url", "mem://", "migrate", "--from", "mem://a", "--to", "mem://b", "-q", "q")
+}
+
+// TestDeadCursorBoundToFilter: a dead list cursor works only with the
+// queue and --kind of the listing that printed it.
+func TestDeadCursorBoundToFilter(t *testing.T) {
+	t.Parallel()
+	u := "mem://" + unique("cursor")
+	c := client(t, u)
+	q := "dq"
+	ids := deadSetup(t, c, q) // kinds a, a, b
+	cursor := func(args ...string) string {
+		t.Helper()
+		out := ok(t, "", append([]string{"--url", u, "dead", "list", "-q", q, "--limit", "1"}, args...)...)
+		m := regexp.MustCompile(`more: --cursor (\S+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no cursor in\n%s", out)
+		}
+		return m[1]
+	}
+	byKind := cursor("--kind", "a")
+	// Used with the same filter it pages on (with another --limit too).
+	if out := ok(t, "", "--url", u, "dead", "list", "-q", q, "--kind", "a", "--limit", "5", "--cursor", byKind); !strings.Contains(out, ids[1]) || strings.Contains(out, ids[2]) {
+		t.Errorf("second page of kind a:\n%s", out)
+	}
+	// Without --kind, with another kind, or on another queue it is refused.
+	fails(t, 2, "--cursor continues a listing of another queue or --kind", "", "--url", u, "dead", "list", "-q", q, "--cursor", byKind)
+	fails(t, 2, "run it with the -q and --kind of the listing that printed it", "", "--url", u, "dead", "list", "-q", q, "--kind", "b", "--cursor", byKind)
+	fails(t, 2, "--cursor continues a listing of another queue", "", "--url", u, "dead", "list", "-q", "other", "--kind", "a", "--cursor", byKind)
+	// A cursor of every kind used with --kind says to drop --kind.
+	all := cursor()
+	fails(t, 2, `--cursor continues a listing of every kind, not --kind "a": drop --kind`, "", "--url", u, "dead", "list", "-q", q, "--kind", "a", "--cursor", all)
+	// A cursor that fila did not print is refused.
+	fails(t, 2, "drop --cursor to start from the first page", "", "--url", u, "dead", "list", "-q", q, "--cursor", "garbage")
+	// The JSON's next is bound the same way.
+	var page struct{ Next string }
+	if err := json.Unmarshal([]byte(ok(t, "", "--url", u, "dead", "list", "-q", q, "--kind", "a", "--limit", "1", "--json")), &page); err != nil {
+		t.Fatal(err)
+	}
+	if page.Next != byKind {
+		t.Errorf("--json next = %q; want the table's %q", page.Next, byKind)
+	}
 }
