@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -42,6 +43,9 @@ type env struct {
 	getenv func(string) string
 	// isTerminal reports whether the writer is a terminal (for --watch).
 	isTerminal func(any) bool
+	// buildInfo reads the binary's build information (for fila version);
+	// nil means runtime/debug.ReadBuildInfo.
+	buildInfo func() (*debug.BuildInfo, bool)
 }
 
 // app holds the global flags of one run.
@@ -79,6 +83,9 @@ func run(ctx context.Context, args []string, e env) int {
 	}
 	if e.stdin == nil {
 		e.stdin = strings.NewReader("")
+	}
+	if e.buildInfo == nil {
+		e.buildInfo = debug.ReadBuildInfo
 	}
 	a := &app{env: e}
 	root := newRoot(a)
@@ -175,7 +182,9 @@ unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
 	root.PersistentFlags().StringVar(&a.url, "url", "", "broker URL (default $"+urlEnv+")")
 	root.PersistentFlags().DurationVar(&a.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the broker to answer")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{code: exitUsage, err: err, usage: true} })
-	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newMessageCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a))
+	root.Version = versionLine(a.buildInfo)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newMessageCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a), newVersionCmd(a))
 	return root
 }
 

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -248,4 +250,40 @@ func TestDeadCursorBoundToFilter(t *testing.T) {
 	if page.Next != byKind {
 		t.Errorf("--json next = %q; want the table's %q", page.Next, byKind)
 	}
+}
+
+// TestVersion: fila version prints the module version from the build
+// information ("(devel)" when none), the module and the Go version.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	out := ok(t, "", "version")
+	if !regexp.MustCompile(`^fila (\(devel\)|v\S+)\nmodule: github.com/fila-go/fila\ngo: +` + regexp.QuoteMeta(runtime.Version()) + ` `).MatchString(out) {
+		t.Errorf("fila version:\n%s", out)
+	}
+
+	stamped := func() (*debug.BuildInfo, bool) {
+		return &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Path: "github.com/fila-go/fila", Version: "v1.2.3"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "true"}}}, true
+	}
+	devel := func() (*debug.BuildInfo, bool) {
+		return &debug.BuildInfo{GoVersion: "go1.99.1", Main: debug.Module{Path: "github.com/fila-go/fila", Version: "(devel)"}}, true
+	}
+	none := func() (*debug.BuildInfo, bool) { return nil, false }
+	for _, c := range []struct {
+		read func() (*debug.BuildInfo, bool)
+		args []string
+		want string
+	}{
+		{stamped, []string{"version"}, "fila v1.2.3\nmodule: github.com/fila-go/fila\ngo:     go1.99.1 " + runtime.GOOS + "/" + runtime.GOARCH + "\ncommit: abc123 (with uncommitted changes)\n"},
+		{devel, []string{"version"}, "fila (devel)\nmodule: github.com/fila-go/fila\ngo:     go1.99.1 " + runtime.GOOS + "/" + runtime.GOARCH + "\n"},
+		{none, []string{"version"}, "fila (devel)\nmodule: github.com/fila-go/fila\ngo:     " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"},
+		{stamped, []string{"--version"}, "fila v1.2.3\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), c.args, env{stdout: &stdout, stderr: &stderr, buildInfo: c.read})
+		if code != 0 || stdout.String() != c.want {
+			t.Errorf("fila %s: exit %d, stdout %q, stderr %q; want %q", strings.Join(c.args, " "), code, stdout.String(), stderr.String(), c.want)
+		}
+	}
+	fails(t, 2, "takes no arguments", "", "version", "extra")
 }
