@@ -261,7 +261,7 @@ func findDead(ctx context.Context, c *fila.Client, queue, id string) (*fila.Dead
 			}
 		}
 		if page.Next == "" {
-			return nil, &exitErr{code: exitError, err: fmt.Errorf("no dead letter %s in queue %q", id, queue)}
+			return nil, &exitErr{code: exitError, err: fmt.Errorf("no dead letter %s in queue %q (fila dead list -q %s shows the ids of its dead letters)", id, queue, queue)}
 		}
 		p.Cursor = page.Next
 	}
@@ -411,7 +411,7 @@ on standard input; --yes skips the question (for scripts).`,
 						return err
 					}
 					if !ok {
-						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing purged")}
+						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing purged (answer y to purge, or pass --yes)")}
 					}
 				}
 				n, err := c.DeadPurge(ctx, *queue, f)

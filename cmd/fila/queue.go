@@ -37,7 +37,7 @@ fila stats --all shows them too.`,
 			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
 				qs, err := c.QueueList(ctx)
 				if err != nil {
-					return err
+					return listHint(err)
 				}
 				if asJSON {
 					paused, err := pausedQueues(ctx, c, qs)
@@ -187,7 +187,7 @@ it cannot tell whether the queue exists.`,
 						return err
 					}
 					if !ok {
-						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing deleted")}
+						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing deleted (answer y to delete, or pass --yes)")}
 					}
 				}
 				// Checked empty above: no need for QueueDelete to read the

@@ -129,7 +129,7 @@ func collectStats(ctx context.Context, c *fila.Client, queues []string, all bool
 	if all {
 		var err error
 		if queues, err = c.QueueList(ctx); err != nil {
-			return nil, err
+			return nil, listHint(err)
 		}
 	}
 	rows := make([]statsRow, 0, len(queues))
@@ -222,6 +222,14 @@ func writeStats(w io.Writer, rows []statsRow, asJSON bool, at time.Time) error {
 		return nil
 	}
 	_, err := fmt.Fprintf(w, "paused (nothing is received until fila queue resume): %s\n", strings.Join(paused, ", "))
+	return err
+}
+
+// listHint adds to a driver's lack of queue listing what to do instead.
+func listHint(err error) error {
+	if errors.Is(err, fila.ErrUnsupported) {
+		return fmt.Errorf("%w\nName the queues instead: fila stats QUEUE... (fila ui --queue QUEUE for the dashboard).", err)
+	}
 	return err
 }
 

@@ -287,3 +287,41 @@ func TestVersion(t *testing.T) {
 	}
 	fails(t, 2, "takes no arguments", "", "version", "extra")
 }
+
+// TestErrorsSayWhatToDo: errors end with the next step.
+func TestErrorsSayWhatToDo(t *testing.T) {
+	t.Parallel()
+	u := "mem://" + unique("todo")
+	fails(t, 3, "Check that the broker is running", "", "--url", "redis://127.0.0.1:1/0", "--connect-timeout", "1s", "stats", "q")
+	fails(t, 2, "Fix the URL", "", "--url", "mem://?bogus=1", "stats", "q")
+	fails(t, 1, "fila dead list -q q shows the ids", "", "--url", u, "dead", "show", "-q", "q", "no-such-id")
+	fails(t, 1, "pass --yes", "n\n", "--url", u, "dead", "purge", "-q", "q", "--all")
+	ok(t, "", "--url", u, "enqueue", "-q", "q", "-k", "k", "--body", "x")
+	fails(t, 1, "pass --yes", "n\n", "--url", u, "queue", "delete", "q", "--force")
+	bare := "clitest-bare://" + unique("todo")
+	fails(t, 4, "Name the queues instead: fila stats QUEUE", "", "--url", bare, "queue", "list")
+	fails(t, 4, "Name the queues instead: fila stats QUEUE", "", "--url", bare, "stats", "--all")
+}
+
+// TestCredentialsInArgumentsNeverShown: a URL given where a queue name,
+// command or id belongs is echoed by the error only redacted.
+func TestCredentialsInArgumentsNeverShown(t *testing.T) {
+	t.Parallel()
+	for _, raw := range secretURLs {
+		for _, args := range [][]string{
+			{raw},
+			{raw, "stats", "q"},
+			{"--url", "mem://", "stats", raw},
+			{"--url", "mem://", "queue", "list", raw},
+			{"--url", "mem://", "queue", "delete", raw},
+			{"--url", "mem://", "dead", "show", "-q", "q", raw},
+			{"--url", "mem://", "dead", "list", "-q", raw},
+			{"--url", "mem://", "enqueue", "-q", "q", "-k", "k", "--body", "x", raw},
+		} {
+			r := cli(t, "", args...)
+			if r.code == 0 || strings.Contains(r.stderr, "S3cret") || strings.Contains(r.stdout, "S3cret") {
+				t.Errorf("fila %s: exit %d, stdout %q, stderr %q; want a failure without the credentials", fila.Redact(strings.Join(args, " ")), r.code, r.stdout, r.stderr)
+			}
+		}
+	}
+}
