@@ -40,8 +40,9 @@ func TestEnqueueAndStats(t *testing.T) {
 		// QUEUE READY DELAYED LEASED DEAD OLDEST-READY DEAD-BY-KIND
 		want := []string{q, "2", "1", "0", "0", "age", "-"}
 		if b.instanceStats {
-			// Only ready and dead are known to another instance.
-			want = []string{q, "2", "0", "0", "0", "n/a", "-"}
+			// Only ready and dead are known to another instance: the rest
+			// is n/a, never 0.
+			want = []string{q, "2", "n/a", "n/a", "0", "n/a", "-"}
 		}
 		if len(fields) != 7 || fields[5] == "-" || fields[5] == "n/a" && want[5] != "n/a" {
 			t.Fatalf("stats row = %q; want %q", lines[1], want)
@@ -96,7 +97,7 @@ func TestEnqueueAndStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := js.Queues[0]
-		if len(js.Queues) != 1 || r.Queue != q || r.Ready != 1 || r.Delayed != 1 || r.Leased != 1 || r.Dead != 0 || r.OldestReadyAt == nil || r.OldestReadyAgeSeconds == nil || *r.OldestReadyAgeSeconds < 0 {
+		if len(js.Queues) != 1 || r.Queue != q || r.Ready != 1 || r.Delayed == nil || *r.Delayed != 1 || r.Leased == nil || *r.Leased != 1 || r.Dead != 0 || r.OldestReadyAt == nil || r.OldestReadyAgeSeconds == nil || *r.OldestReadyAgeSeconds < 0 {
 			t.Errorf("stats --json = %+v", js)
 		}
 		if err := got[id1].Ack(ctx); err != nil {
@@ -368,11 +369,13 @@ func TestStatsWatch(t *testing.T) {
 		}
 
 		// --json --watch prints one JSON document per refresh.
+		// (Standard error, which warns that the queue holds nothing, stays
+		// out of the JSON stream.)
 		ctx, cancel := context.WithCancel(context.Background())
-		var out syncBuffer
+		var out, errb syncBuffer
 		done := make(chan int)
 		go func() {
-			done <- run(ctx, []string{"--url", url, "stats", "--json", "--watch=20ms", q}, env{stdout: &out, stderr: &out})
+			done <- run(ctx, []string{"--url", url, "stats", "--json", "--watch=20ms", q}, env{stdout: &out, stderr: &errb})
 		}()
 		waitFor(t, "two JSON refreshes", func() bool { return strings.Count(out.String(), "\n") >= 2 })
 		cancel()

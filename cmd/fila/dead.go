@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -44,6 +45,11 @@ func newDeadListCmd(a *app, queue *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List dead letters, oldest first, a page at a time",
+		Long: `List a queue's dead letters, oldest first, a page of --limit at a time. When
+there are more, the last line says "more: --cursor C" (and the JSON has
+"next"): run the same command with --cursor C for the next page. A cursor
+belongs to its queue and --kind: used with another one it is refused (exit
+2) rather than returning a page of some other listing; --limit may change.`,
 		Example: `  fila dead list -q emails
   fila dead list -q emails --kind email.welcome --limit 20
   fila dead list -q emails --cursor <cursor printed by the previous page>`,
@@ -52,10 +58,21 @@ func newDeadListCmd(a *app, queue *string) *cobra.Command {
 			if p.Limit < 1 || p.Limit > fila.MaxReceive {
 				return usagef("--limit %d must be between 1 and %d", p.Limit, fila.MaxReceive)
 			}
+			p := p
+			if p.Cursor != "" {
+				raw, err := unwrapCursor(p.Cursor, *queue, p.Kind)
+				if err != nil {
+					return err
+				}
+				p.Cursor = raw
+			}
 			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
 				page, err := c.DeadList(ctx, *queue, p)
 				if err != nil {
 					return err
+				}
+				if page.Next != "" {
+					page.Next = wrapCursor(page.Next, *queue, p.Kind)
 				}
 				if asJSON {
 					out := struct {
@@ -76,6 +93,44 @@ func newDeadListCmd(a *app, queue *string) *cobra.Command {
 	cmd.Flags().StringVar(&p.Cursor, "cursor", "", "continue from the cursor printed by the previous page")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	return cmd
+}
+
+// The cursors fila dead list prints are the driver's cursor prefixed with a
+// short hash of the listing's queue and kind and a '.', so that a cursor
+// used with another filter is refused instead of silently paging through
+// another listing (drivers' cursors do not say which filter made them).
+
+// filterTag is the short hash binding a cursor to a queue and kind.
+func filterTag(queue, kind string) string {
+	h := sha256.Sum256([]byte(queue + "\x00" + kind))
+	return hex.EncodeToString(h[:4])
+}
+
+const tagLen = 8 // hex digits of filterTag
+
+// wrapCursor binds a driver's cursor to queue and kind.
+func wrapCursor(raw, queue, kind string) string {
+	return filterTag(queue, kind) + "." + raw
+}
+
+// unwrapCursor returns the driver's cursor of a cursor fila dead list
+// printed for queue and kind, or a usage error saying what to do.
+func unwrapCursor(cursor, queue, kind string) (string, error) {
+	tag, raw, ok := strings.Cut(cursor, ".")
+	if !ok || len(tag) != tagLen || raw == "" {
+		return "", usagef("--cursor is not a cursor fila dead list printed (copy the word after \"more: --cursor\", or \"next\" of --json); drop --cursor to start from the first page")
+	}
+	if tag == filterTag(queue, kind) {
+		return raw, nil
+	}
+	if kind != "" && tag == filterTag(queue, "") {
+		return "", usagef("--cursor continues a listing of every kind, not --kind %q: drop --kind, or drop --cursor to start a listing of kind %q from the first page", kind, kind)
+	}
+	what := "every kind"
+	if kind != "" {
+		what = fmt.Sprintf("kind %q", kind)
+	}
+	return "", usagef("--cursor continues a listing of another queue or --kind than queue %q, %s: run it with the -q and --kind of the listing that printed it, or drop --cursor to start from the first page", queue, what)
 }
 
 func writeDeadTable(w io.Writer, queue string, page fila.DeadPage) error {
@@ -206,7 +261,7 @@ func findDead(ctx context.Context, c *fila.Client, queue, id string) (*fila.Dead
 			}
 		}
 		if page.Next == "" {
-			return nil, &exitErr{code: exitError, err: fmt.Errorf("no dead letter %s in queue %q", id, queue)}
+			return nil, &exitErr{code: exitError, err: fmt.Errorf("no dead letter %s in queue %q (fila dead list -q %s shows the ids of its dead letters)", id, queue, queue)}
 		}
 		p.Cursor = page.Next
 	}
@@ -356,7 +411,7 @@ on standard input; --yes skips the question (for scripts).`,
 						return err
 					}
 					if !ok {
-						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing purged")}
+						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing purged (answer y to purge, or pass --yes)")}
 					}
 				}
 				n, err := c.DeadPurge(ctx, *queue, f)

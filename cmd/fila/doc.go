@@ -4,6 +4,12 @@
 // enqueueing from scripts, schema migrations, moving a queue to another
 // broker, and a web dashboard.
 //
+// Its output is meant to be trusted: what a broker cannot know shows as
+// "n/a" (null in JSON), never as 0; a queue that holds nothing and that the
+// broker does not list gets a warning; a migration that moved nothing while
+// the source holds ready messages fails with the reason; errors say what to
+// do next.
+//
 // Install it with
 //
 //	go install github.com/fila-go/fila/cmd/fila@latest
@@ -12,8 +18,11 @@
 // (postgres://, redis://, amqp://, mongodb://, mem://). Its credentials are
 // never printed: the password of the user part and the value of every
 // credential parameter (password, sslpassword, sslkey, keyfile, token,
-// secret, …; see fila.Redact) show as xxxxx. Before any command the broker
-// is pinged, within --connect-timeout (default 5s).
+// secret, …; see fila.Redact) show as xxxxx, and so does any URL an error
+// or warning echoes (a URL typed where a command or queue name belongs).
+// Before any command the broker is pinged, within --connect-timeout
+// (default 5s). A usage error points to the misused command's help ("For
+// usage, see 'fila stats --help'.").
 //
 //	fila stats QUEUE...                 ready, delayed, leased, dead, oldest-ready age
 //	fila stats --json QUEUE...          the same as JSON
@@ -35,6 +44,23 @@
 //	             [--include-dead] [--drain [--idle 10s]] [--batch N] [--concurrency N]
 //	fila ui [--listen 127.0.0.1:8080] [--prefix /P] [--read-only] [--queue Q]...
 //	        [--token T | $FILA_UI_TOKEN] [--password P | $FILA_UI_PASSWORD] [--user U]
+//	fila version                        module version ("(devel)" from a checkout), Go version
+//
+// fila stats prints "-" for none and "n/a" for what the broker cannot tell
+// (null in JSON), with the rule of package ui's dashboard: RabbitMQ reports
+// neither the oldest ready time nor dead letters per kind, and counts
+// delayed and leased messages only for the process that made them, so they
+// are n/a ("≥N" where the process knows of some, named in the JSON's
+// "lower_bounds"). A queue named on the command line that holds nothing
+// gets a warning on standard error when the driver can list queues
+// (backend.QueueLister) and does not list it, or cannot list queues at all,
+// so a misspelt name does not pass for an empty queue. fila queue delete
+// of such a queue warns the same way, and where the driver lists queues
+// prints "nothing to delete" instead of "deleted" (exit 0 in both cases).
+//
+// fila dead list prints the driver's cursor prefixed with a short hash of
+// the queue and --kind: a cursor used with another queue or kind is
+// refused (exit 2) instead of paging through another listing.
 //
 // Replay and purge refuse to run without a selection (--id, --kind or
 // --all), so a forgotten flag never means "everything". Purge asks for a
@@ -53,7 +79,12 @@
 // --include-dead need driver capabilities (backend.DelayedReceiver on the
 // source; backend.DeadLetterer on the source and backend.DeadImporter on the
 // target); without them the command exits 4 naming the driver and the flag
-// to drop, before anything moves.
+// to drop, before anything moves. A run that moved nothing while the source
+// still counts ready messages exits 1 with the reason: the source queue is
+// paused, or receiving from it returned nothing within the idle time (its
+// claims time out, or another consumer takes the messages). It reads its
+// brokers from --from and --to only: its help leaves out the global --url,
+// and giving --url is a usage error.
 //
 // fila ui serves package ui's dashboard (queues, charts, dead letters,
 // replay, purge, delete, pause, resume and cancel behind a confirmation
@@ -90,10 +121,12 @@
 //
 //	0  success
 //	1  the operation failed (broker error, dead letter not found, purge or
-//	   delete declined, queue not empty without --force)
+//	   delete declined, queue not empty without --force, a migration that
+//	   moved nothing although the source holds ready messages)
 //	2  usage error or invalid input: unknown command or flag, missing flag,
 //	   bad URL or URL parameter, invalid queue name, message id, kind, header or delay,
-//	   body too large, PostgreSQL schema not migrated (run fila schema up)
+//	   body too large, PostgreSQL schema not migrated (run fila schema up),
+//	   a dead list --cursor used with another queue or --kind
 //	3  the broker cannot be reached (open or ping failed, or timed out)
 //	4  the broker's driver lacks the capability (stats, dead-letter
 //	   management, dedup keys, queue listing or deletion, pausing queues,

@@ -59,7 +59,15 @@ letters into the target's dead-letter store with their reasons.
 Progress goes to standard error (redrawn in place on a terminal), the final
 count and what is left on the source to standard output. Ctrl-C stops after
 finishing the batches in hand (enqueued and acked, for at most 10s more), so
-running the command again continues where it stopped without duplicates.`,
+running the command again continues where it stopped without duplicates.
+
+A run that moves nothing while the source still counts ready messages fails
+(exit 1) with the reason: the source queue is paused, or receiving from it
+returned nothing (its claims time out, or another consumer takes the
+messages first).
+
+The brokers come from --from and --to only, not from the URL that other
+commands take ($FILA_URL is not used).`,
 		Example: `  fila migrate --from postgres://db/app --to redis://cache:6379/0 --queue emails
   fila migrate --from amqp://guest:guest@mq/ --to postgres://db/app --queue emails \
       --to-queue emails_v2 --include-dead --drain --idle 30s`,
@@ -83,10 +91,21 @@ running the command again continues where it stopped without duplicates.`,
 	for _, name := range []string{"from", "to", "queue"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
+	// The global --url means nothing here: leave it out of the help.
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if fl := c.InheritedFlags().Lookup("url"); fl != nil && !fl.Hidden {
+			fl.Hidden = true
+			defer func() { fl.Hidden = false }()
+		}
+		c.Parent().HelpFunc()(c, args)
+	})
 	return cmd
 }
 
 func (a *app) migrate(ctx context.Context, cmd *cobra.Command, f migrateFlags) error {
+	if cmd.Flags().Changed("url") {
+		return usagef("fila migrate does not use --url: give the source broker's URL as --from and the target's as --to")
+	}
 	if f.toQueue == "" {
 		f.toQueue = f.queue
 	}
@@ -165,10 +184,29 @@ func (a *app) migrate(ctx context.Context, cmd *cobra.Command, f migrateFlags) e
 	}
 	if statsErr == nil {
 		if left, err := from.QueueStats(ctx, f.queue); err == nil {
-			fmt.Fprintln(a.stdout, leftOnSource(left, f))
+			fmt.Fprintln(a.stdout, leftOnSource(left, f, st.Total()))
+			if st.Total() == 0 && left.Ready > 0 {
+				return movedNothing(ctx, from, left, f, idle)
+			}
 		}
 	}
 	return nil
+}
+
+// movedNothing explains a migration that moved nothing although the source
+// counts ready messages: its queue is paused, or its receives returned
+// nothing for idle.
+func movedNothing(ctx context.Context, from *fila.Client, left fila.Stats, f migrateFlags, idle time.Duration) error {
+	if paused, err := from.QueuePaused(ctx, f.queue); err == nil && paused {
+		return &exitErr{code: exitError, err: fmt.Errorf("moved nothing: the source queue %s is paused (fila queue pause), so none of its %d ready messages can be received; resume it on the --from broker (fila queue resume %s) and run fila migrate again",
+			f.queue, left.Ready, f.queue)}
+	}
+	longer := "with --drain --idle 1m"
+	if f.drain {
+		longer = "with a longer --idle"
+	}
+	return &exitErr{code: exitError, err: fmt.Errorf("moved nothing: the source (%s) counts %d ready messages in queue %s, but receiving from it returned none within %v; its claims may be timing out (a slow or overloaded broker: check it and its logs), or another consumer takes the messages first (stop it). Run fila migrate again %s to wait longer",
+		driverName(from), left.Ready, f.queue, idle, longer)}
 }
 
 // openSide opens the broker of --from or --to, naming the flag in errors.
@@ -234,9 +272,13 @@ func driverName(c *fila.Client) string {
 
 // leftOnSource describes what the source queue still holds after the
 // migration.
-func leftOnSource(s fila.Stats, f migrateFlags) string {
+// moved is how many messages the migration moved.
+func leftOnSource(s fila.Stats, f migrateFlags, moved int64) string {
 	var parts []string
-	if s.Ready > 0 {
+	switch {
+	case s.Ready > 0 && moved == 0:
+		parts = append(parts, fmt.Sprintf("%d ready (none could be received: see the error)", s.Ready))
+	case s.Ready > 0:
 		parts = append(parts, fmt.Sprintf("%d ready (producers still writing to the source? point them at the target and run with --drain)", s.Ready))
 	}
 	if s.Leased > 0 {

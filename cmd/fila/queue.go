@@ -37,7 +37,7 @@ fila stats --all shows them too.`,
 			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
 				qs, err := c.QueueList(ctx)
 				if err != nil {
-					return err
+					return listHint(err)
 				}
 				if asJSON {
 					paused, err := pausedQueues(ctx, c, qs)
@@ -143,7 +143,13 @@ func newQueueDeleteCmd(a *app) *cobra.Command {
 dedup keys and the broker's structures for it. Workers holding its messages
 get a lost lease when they settle them. Without --force a queue that holds
 anything is refused (exit 1) and keeps it all. The command asks for
-confirmation on standard input; --yes skips the question (for scripts).`,
+confirmation on standard input; --yes skips the question (for scripts).
+
+A queue that holds nothing and that the broker does not list (a misspelt
+name, or a queue already deleted) gets a warning on standard error and
+"nothing to delete" instead of "deleted" (exit 0: the queue is gone either
+way); where the broker cannot list its queues (RabbitMQ) the warning says
+it cannot tell whether the queue exists.`,
 		Example: `  fila queue delete old-emails
   fila queue delete old-emails --force --yes`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -158,7 +164,7 @@ confirmation on standard input; --yes skips the question (for scripts).`,
 				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
-				hint, checked := "", false
+				hint, checked, unknown := "", false, false
 				if s, err := c.QueueStats(ctx, q); err == nil {
 					checked = true
 					n := s.Ready + s.Delayed + s.Leased + s.Dead
@@ -167,6 +173,13 @@ confirmation on standard input; --yes skips the question (for scripts).`,
 							q, s.Ready, s.Delayed, s.Leased, s.Dead)}
 					}
 					hint = fmt.Sprintf(" (%d messages, %d dead letters)", s.Ready+s.Delayed+s.Leased, s.Dead)
+					if n == 0 {
+						known, listable := queueKnown(ctx, c, q)
+						if msg := unknownQueueWarning(driverName(c), q, known, listable); msg != "" {
+							a.warnf("%s", msg)
+						}
+						unknown = listable && !known
+					}
 				}
 				if !yes {
 					ok, err := a.confirm(ctx, fmt.Sprintf("Delete queue %q%s for good?", q, hint))
@@ -174,7 +187,7 @@ confirmation on standard input; --yes skips the question (for scripts).`,
 						return err
 					}
 					if !ok {
-						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing deleted")}
+						return &exitErr{code: exitError, err: fmt.Errorf("aborted; nothing deleted (answer y to delete, or pass --yes)")}
 					}
 				}
 				// Checked empty above: no need for QueueDelete to read the
@@ -184,6 +197,12 @@ confirmation on standard input; --yes skips the question (for scripts).`,
 					return &exitErr{code: exitError, err: fmt.Errorf("%w; nothing deleted (add --force to delete it with everything it holds)", err)}
 				}
 				if err != nil {
+					return err
+				}
+				if unknown {
+					// The delete still ran, for whatever the broker keeps
+					// of a queue it does not list (dedup keys).
+					_, err = fmt.Fprintf(a.stdout, "nothing to delete: queue %q holds nothing and the broker has no such queue\n", q)
 					return err
 				}
 				_, err = fmt.Fprintf(a.stdout, "deleted queue %q\n", q)

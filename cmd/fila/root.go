@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -42,6 +44,9 @@ type env struct {
 	getenv func(string) string
 	// isTerminal reports whether the writer is a terminal (for --watch).
 	isTerminal func(any) bool
+	// buildInfo reads the binary's build information (for fila version);
+	// nil means runtime/debug.ReadBuildInfo.
+	buildInfo func() (*debug.BuildInfo, bool)
 }
 
 // app holds the global flags of one run.
@@ -80,6 +85,9 @@ func run(ctx context.Context, args []string, e env) int {
 	if e.stdin == nil {
 		e.stdin = strings.NewReader("")
 	}
+	if e.buildInfo == nil {
+		e.buildInfo = debug.ReadBuildInfo
+	}
 	a := &app{env: e}
 	root := newRoot(a)
 	root.SetArgs(args)
@@ -88,9 +96,12 @@ func run(ctx context.Context, args []string, e env) int {
 	root.SetErr(e.stderr)
 	started := false
 	markStarted(root, &started)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
+	}
+	if cmd == nil {
+		cmd = root
 	}
 	code := exitCode(err)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -102,12 +113,32 @@ func run(ctx context.Context, args []string, e env) int {
 		// required flag or a wrong number of arguments.
 		code = exitUsage
 	}
-	fmt.Fprintf(e.stderr, "fila: %s\n", strings.TrimPrefix(err.Error(), "fila: "))
+	// An argument may be a URL with credentials given in the wrong place
+	// (fila amqp://user:pass@host/ stats): errors echo arguments, so every
+	// URL in them is redacted.
+	fmt.Fprintf(e.stderr, "fila: %s\n", redactURLs(strings.TrimPrefix(err.Error(), "fila: ")))
 	var ee *exitErr
 	if !started || errors.As(err, &ee) && ee.usage {
-		fmt.Fprintln(e.stderr, "Run 'fila --help' for usage.")
+		// The help of the command that was misused, not the root's.
+		fmt.Fprintf(e.stderr, "For usage, see '%s --help'.\n", cmd.CommandPath())
 	}
 	return code
+}
+
+// urlLike matches what looks like a URL in a message: a scheme, "://" and
+// everything up to a space or quote.
+var urlLike = regexp.MustCompile("[A-Za-z][A-Za-z0-9+.-]*://[^\\s\"'`]*")
+
+// redactURLs replaces every URL in s by its redacted form (fila.Redact):
+// no password or credential parameter shows.
+func redactURLs(s string) string {
+	return urlLike.ReplaceAllStringFunc(s, fila.Redact)
+}
+
+// warnf writes a warning to standard error: something the user should know
+// that does not make the command fail.
+func (a *app) warnf(format string, args ...any) {
+	fmt.Fprintf(a.stderr, "fila: warning: %s\n", redactURLs(fmt.Sprintf(format, args...)))
 }
 
 // markStarted wraps the RunE of cmd and its subcommands to set *started,
@@ -165,7 +196,9 @@ unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
 	root.PersistentFlags().StringVar(&a.url, "url", "", "broker URL (default $"+urlEnv+")")
 	root.PersistentFlags().DurationVar(&a.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the broker to answer")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{code: exitUsage, err: err, usage: true} })
-	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newMessageCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a))
+	root.Version = versionLine(a.buildInfo)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newMessageCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a), newVersionCmd(a))
 	return root
 }
 
@@ -215,13 +248,13 @@ func (a *app) connectErr(ctx, octx context.Context, raw string, err error) error
 		// The PostgreSQL schema is missing or old.
 		return &exitErr{code: exitUsage, err: fmt.Errorf("%w\nRun 'fila schema up' to create or upgrade it.", err)}
 	case errors.Is(err, fila.ErrInvalid):
-		return &exitErr{code: exitUsage, err: err}
+		return &exitErr{code: exitUsage, err: fmt.Errorf("%w\nFix the URL (--url or $%s, or --from/--to of fila migrate); 'fila --help' shows the form for each broker.", err, urlEnv)}
 	case errors.Is(err, fila.ErrAccessDenied):
 		return &exitErr{code: exitAccessDenied, err: fmt.Errorf("the broker at %s refused the credentials or permissions: %w\nCheck the user and password in the URL and the user's grants on the broker.", fila.Redact(raw), err)}
 	case octx.Err() != nil:
-		return &exitErr{code: exitUnreachable, err: fmt.Errorf("broker at %s did not answer within %v (--connect-timeout): %w", fila.Redact(raw), a.connectTimeout, err)}
+		return &exitErr{code: exitUnreachable, err: fmt.Errorf("broker at %s did not answer within %v (--connect-timeout): %w\nCheck that the broker is running and that the URL's host and port are right; a busy or distant broker may need a longer --connect-timeout.", fila.Redact(raw), a.connectTimeout, err)}
 	default:
-		return &exitErr{code: exitUnreachable, err: fmt.Errorf("cannot reach the broker at %s: %w", fila.Redact(raw), err)}
+		return &exitErr{code: exitUnreachable, err: fmt.Errorf("cannot reach the broker at %s: %w\nCheck that the broker is running and that the URL's host and port are right.", fila.Redact(raw), err)}
 	}
 }
 

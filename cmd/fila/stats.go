@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -34,11 +35,17 @@ func newStatsCmd(a *app) *cobra.Command {
 		Long: `Show each queue's ready, delayed, leased and dead message counts and the age of
 its oldest ready message (how long the head of the queue has waited: the first
 number to watch). Counts are exact on a quiescent queue. "-" means none
-(nothing ready, no dead letters); "n/a" means the driver does not report it
-(RabbitMQ has no oldest-ready time nor dead counts per kind, and counts
-delayed and leased messages only for its own instance). Paused queues (fila
-queue pause) are named on a line below the table, and in the JSON as
+(nothing ready, no dead letters); "n/a" means the broker cannot tell, never
+0, and is null in the JSON. RabbitMQ has no oldest-ready time nor dead counts
+per kind, and counts delayed and leased messages only for the process that
+made them, which fila is not: they show n/a ("≥N", and "lower_bounds" in
+the JSON, where the process knows of some), as in fila ui. Paused queues
+(fila queue pause) are named on a line below the table, and in the JSON as
 "paused": true ("paused" is null when the driver cannot pause queues).
+
+A queue named on the command line that holds nothing gets a warning on
+standard error when the broker lists no such queue (a misspelt name reads
+as an empty queue), or cannot list its queues (RabbitMQ).
 
 --watch refreshes every 2s (or --watch=10s); on a terminal the table is
 redrawn in place, otherwise each refresh is printed after the last (one JSON
@@ -74,6 +81,9 @@ refresh; RabbitMQ cannot list its queues, so there name them.`,
 				if err != nil {
 					return err
 				}
+				if !f.all {
+					a.warnEmpty(ctx, c, rows)
+				}
 				return writeStats(a.stdout, rows, f.json, time.Now())
 			})
 		},
@@ -87,11 +97,16 @@ refresh; RabbitMQ cannot list its queues, so there name them.`,
 
 // statsRow is one queue's stats as printed.
 type statsRow struct {
-	Queue   string `json:"queue"`
-	Ready   int64  `json:"ready"`
-	Delayed int64  `json:"delayed"`
-	Leased  int64  `json:"leased"`
+	Queue string `json:"queue"`
+	Ready int64  `json:"ready"`
+	// Delayed and Leased are nil when the broker cannot tell (see
+	// partialCounts).
+	Delayed *int64 `json:"delayed"`
+	Leased  *int64 `json:"leased"`
 	Dead    int64  `json:"dead"`
+	// LowerBounds names the counts that are only lower bounds: those the
+	// driver knows of from its own process (see partialCounts).
+	LowerBounds []string `json:"lower_bounds,omitempty"`
 	// OldestReadyAt is when the oldest ready message became ready; nil when
 	// none is ready or the driver does not tell.
 	OldestReadyAt *time.Time `json:"oldest_ready_at"`
@@ -114,18 +129,34 @@ func collectStats(ctx context.Context, c *fila.Client, queues []string, all bool
 	if all {
 		var err error
 		if queues, err = c.QueueList(ctx); err != nil {
-			return nil, err
+			return nil, listHint(err)
 		}
 	}
 	rows := make([]statsRow, 0, len(queues))
 	canPause := true
+	_, partial := partialCounts[driverName(c)]
 	for _, q := range queues {
 		s, err := c.QueueStats(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("stats of queue %q: %w", q, err)
 		}
 		now := time.Now()
-		r := statsRow{Queue: q, Ready: s.Ready, Delayed: s.Delayed, Leased: s.Leased, Dead: s.Dead, DeadByKind: s.DeadByKind}
+		r := statsRow{Queue: q, Ready: s.Ready, Delayed: &s.Delayed, Leased: &s.Leased, Dead: s.Dead, DeadByKind: s.DeadByKind}
+		if partial {
+			// The same rule as the dashboard's (package ui): a count the
+			// process knows none of is unknown, not 0; one it knows of
+			// some is a lower bound.
+			if s.Delayed == 0 {
+				r.Delayed = nil
+			} else {
+				r.LowerBounds = append(r.LowerBounds, "delayed")
+			}
+			if s.Leased == 0 {
+				r.Leased = nil
+			} else {
+				r.LowerBounds = append(r.LowerBounds, "leased")
+			}
+		}
 		switch {
 		case !s.OldestReadyAt.IsZero():
 			t := s.OldestReadyAt.UTC()
@@ -173,7 +204,8 @@ func writeStats(w io.Writer, rows []statsRow, asJSON bool, at time.Time) error {
 		if r.DeadByKind == nil && r.Dead > 0 {
 			kinds = notReported
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Queue, r.Ready, r.Delayed, r.Leased, r.Dead, age, kinds)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t\n", r.Queue, r.Ready,
+			formatCount(r.Delayed, r.lowerBound("delayed")), formatCount(r.Leased, r.lowerBound("leased")), r.Dead, age, kinds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -193,8 +225,89 @@ func writeStats(w io.Writer, rows []statsRow, asJSON bool, at time.Time) error {
 	return err
 }
 
+// listHint adds to a driver's lack of queue listing what to do instead.
+func listHint(err error) error {
+	if errors.Is(err, fila.ErrUnsupported) {
+		return fmt.Errorf("%w\nName the queues instead: fila stats QUEUE... (fila ui --queue QUEUE for the dashboard).", err)
+	}
+	return err
+}
+
 // notReported fills a column the driver does not report.
 const notReported = "n/a"
+
+// partialCounts names the drivers whose delayed and leased counts hold only
+// what the client's own process handled (see package rabbitmq's
+// QueueStats), as package ui's dashboard does: fila's own process handled
+// none, so they are unknown.
+var partialCounts = map[string]struct{}{"rabbitmq": {}}
+
+// lowerBound tells whether the count named field is a lower bound.
+func (r *statsRow) lowerBound(field string) bool {
+	return slices.Contains(r.LowerBounds, field)
+}
+
+// formatCount prints a count that may be unknown (nil) or a lower bound.
+func formatCount(n *int64, lowerBound bool) string {
+	switch {
+	case n == nil:
+		return notReported
+	case lowerBound:
+		return fmt.Sprintf("≥%d", *n)
+	default:
+		return fmt.Sprint(*n)
+	}
+}
+
+// holdsNothing tells whether a row counts no message and no dead letter
+// (unknown counts aside).
+func (r *statsRow) holdsNothing() bool {
+	zero := func(n *int64) bool { return n == nil || *n == 0 }
+	return r.Ready == 0 && r.Dead == 0 && zero(r.Delayed) && zero(r.Leased)
+}
+
+// queueKnown tells whether the broker lists queue: known is false when it
+// does not, and listable false when the driver cannot list queues (then
+// known means nothing). A failure to list counts as not listable.
+func queueKnown(ctx context.Context, c *fila.Client, queue string) (known, listable bool) {
+	qs, err := c.QueueList(ctx)
+	if err != nil {
+		return false, false
+	}
+	return slices.Contains(qs, queue), true
+}
+
+// warnEmpty warns, on standard error, of each queue of rows that holds
+// nothing and that the broker does not list (or cannot list): a misspelt
+// queue name looks like an empty queue.
+func (a *app) warnEmpty(ctx context.Context, c *fila.Client, rows []statsRow) {
+	var listed []string
+	listable, read := false, false
+	for _, r := range rows {
+		if !r.holdsNothing() {
+			continue
+		}
+		if !read {
+			qs, err := c.QueueList(ctx)
+			listed, listable, read = qs, err == nil, true
+		}
+		if msg := unknownQueueWarning(driverName(c), r.Queue, listable && slices.Contains(listed, r.Queue), listable); msg != "" {
+			a.warnf("%s", msg)
+		}
+	}
+}
+
+// unknownQueueWarning is the warning about an empty queue the broker does
+// not list (or cannot list), or "" when it lists it.
+func unknownQueueWarning(driver, queue string, known, listable bool) string {
+	switch {
+	case !listable:
+		return fmt.Sprintf("queue %q holds no ready message nor dead letter, and the %s driver cannot tell whether the queue exists: check the name", queue, driver)
+	case !known:
+		return fmt.Sprintf("queue %q holds nothing and the broker has no such queue (fila queue list does not name it): check the name", queue)
+	}
+	return ""
+}
 
 // formatAge prints an age with a precision that fits its size.
 func formatAge(d time.Duration) string {
@@ -246,6 +359,7 @@ func writeJSONLine(w io.Writer, v any) error {
 func (a *app) watchStats(ctx context.Context, c *fila.Client, queues []string, f statsFlags) error {
 	inPlace := !f.json && a.isTerminal(a.stdout)
 	prevLines := 0
+	warned := f.all // --all names only the queues the broker lists
 	t := time.NewTicker(f.watch)
 	defer t.Stop()
 	for {
@@ -254,6 +368,10 @@ func (a *app) watchStats(ctx context.Context, c *fila.Client, queues []string, f
 		rows, err := collectStats(ctx, c, queues, f.all)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err == nil && !warned {
+			warned = true // once, before the first frame
+			a.warnEmpty(ctx, c, rows)
 		}
 		switch {
 		case err != nil && f.json:
