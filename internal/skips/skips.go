@@ -17,8 +17,8 @@
 // would be hidden (standard output is not a terminal and -v is off), also
 // where go test writes its own "ok" lines: on Linux, when the test binary's
 // parent process is the go command, its standard output (opened through
-// /proc, for appending); otherwise the controlling terminal (/dev/tty) when
-// there is one.
+// /proc, for appending) unless that is a regular file; otherwise the
+// controlling terminal (/dev/tty) when there is one.
 //
 // A result go test takes from its cache ("ok ... (cached)") prints no line:
 // go test -count=1 runs the tests again. (The cache cannot be told not to
