@@ -64,5 +64,5 @@
 //
 //	fila: PostgreSQL tests skipped in example.com/app (3 tests): no server: set FILA_TEST_POSTGRES_URL or start a Docker engine
 //
-// on the terminal too where go test would hide it (see [Main]).
+// even where go test would hide a passing package's output (see [Main]).
 package filatest

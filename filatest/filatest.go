@@ -227,7 +227,8 @@ func uniqueName(tb testing.TB) string {
 //	func TestMain(m *testing.M) { filatest.Main(m) }
 //
 // go test hides a passing package's output unless -v is given, so where the
-// output would be hidden the lines also go to the terminal (/dev/tty) when
-// there is one. A run that skipped for a missing server is not cached by go
-// test, so the next run looks for the server again.
+// output would be hidden the lines also go where go test prints its "ok"
+// lines (on Linux, when that is a terminal or a pipe) or else to the
+// terminal (/dev/tty) when there is one. A result go test takes from its
+// cache prints no line; go test -count=1 runs the tests again.
 func Main(m *testing.M) { skips.Main(m) }
