@@ -9,18 +9,40 @@
 // the message is just another row of the same transaction; the relay moves
 // it at least once, with its source id in the Fila-Source-Id header.
 //
-//	FILA_POSTGRES_URL  default postgres://postgres@127.0.0.1:5432/test?sslmode=disable
-//	FILA_TARGET_URL    default amqp://guest:guest@127.0.0.1:5672/ (any Fila URL:
-//	                   redis://, mongodb://, ...); when it cannot be reached the
-//	                   example says so and relays to the in-memory broker instead.
+//	FILA_URL         the PostgreSQL database of the orders and the outbox;
+//	                 required, for example
+//	                 postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+//	FILA_TARGET_URL  the broker the relay publishes to, default mem:// (the
+//	                 in-memory broker); any Fila URL: amqp://, redis://,
+//	                 mongodb://, ... When it cannot be reached the example says
+//	                 so and relays to the in-memory broker instead.
 //
 // Run it with
 //
-//	go run ./examples/outbox
+//	FILA_URL='postgres://postgres@127.0.0.1:5432/test?sslmode=disable' go run ./examples/outbox
+//	FILA_URL='postgres://...' FILA_TARGET_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/outbox
+//
+// # What it creates in your database
+//
+// The example writes to the database FILA_URL names, and prints each thing
+// as it creates it:
+//
+//   - a table orders_<random> in the connection's default schema (usually
+//     public), dropped again at the end;
+//   - Fila's own tables, in the schema "fila" (or the one fila_schema names),
+//     if they are missing: the example adds fila_migrate=true to the URL
+//     unless it sets fila_migrate. They are left in place (other Fila clients
+//     use them); `fila schema` and the postgres package doc describe them;
+//   - the Fila queues outbox_<random> (on PostgreSQL) and orders_<random> (on
+//     the target), deleted with their messages at the end.
+//
+// Point it at a test database.
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,10 +63,9 @@ import (
 	_ "github.com/fila-go/fila/redis"
 )
 
-// Defaults: the local test servers.
 const (
-	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultTargetURL   = "amqp://guest:guest@127.0.0.1:5672/"
+	// defaultTargetURL is the target without FILA_TARGET_URL.
+	defaultTargetURL = "mem://outbox-example"
 	// fallbackURL is the target when the configured one cannot be reached.
 	fallbackURL = "mem://outbox-example"
 )
@@ -62,11 +83,18 @@ type config struct {
 }
 
 func main() {
+	sfx := suffix()
 	cfg := config{
-		postgresURL: envOr("FILA_POSTGRES_URL", defaultPostgresURL),
+		postgresURL: os.Getenv("FILA_URL"),
 		targetURL:   envOr("FILA_TARGET_URL", defaultTargetURL),
-		table:       "orders", outbox: "outbox", events: "orders",
+		table:       "orders_" + sfx, outbox: "outbox_" + sfx, events: "orders_" + sfx,
 		quiet: time.Second,
+	}
+	if cfg.postgresURL == "" {
+		fmt.Fprintln(os.Stderr, "outbox: set FILA_URL to a PostgreSQL database the example may write to, for example\n"+
+			"  FILA_URL='postgres://postgres@127.0.0.1:5432/test?sslmode=disable' go run ./examples/outbox\n"+
+			"It creates a table orders_<random> there (dropped at the end) and Fila's tables in schema \"fila\" if missing (kept).")
+		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -94,19 +122,37 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	quiet := fila.WithLogger(slog.New(slog.DiscardHandler))
 
 	// The source: Fila on the application's own PostgreSQL database.
-	src, err := fila.Open(ctx, withMigrate(cfg.postgresURL), quiet)
+	srcURL, schema, migrate, err := withMigrate(cfg.postgresURL)
+	if err != nil {
+		return err
+	}
+	if migrate {
+		fmt.Fprintf(out, "creating Fila's tables in schema %q if missing (fila_migrate=true); they stay\n", schema)
+	}
+	src, err := fila.Open(ctx, srcURL, quiet)
 	if err != nil {
 		return fmt.Errorf("open PostgreSQL: %w", err)
 	}
 	defer src.Close()
+	defer deleteQueue(src, cfg.outbox, out)
 	pool := src.Driver().(*postgres.Driver).Pool()
-	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+pgx.Identifier{cfg.table}.Sanitize()+` (
+	fmt.Fprintf(out, "creating table %s for the orders (dropped at the end)\n", cfg.table)
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+pgx.Identifier{cfg.table}.Sanitize()+` (
 		id          bigserial PRIMARY KEY,
 		customer    text NOT NULL,
 		total_cents bigint NOT NULL,
 		created_at  timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("create the orders table: %w", err)
 	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, derr := pool.Exec(dctx, `DROP TABLE `+pgx.Identifier{cfg.table}.Sanitize()); derr != nil {
+			fmt.Fprintf(out, "dropping table %s: %v\n", cfg.table, derr)
+			return
+		}
+		fmt.Fprintf(out, "dropped table %s\n", cfg.table)
+	}()
 
 	// Two orders: the first commits, the second rolls back. Each inserts its
 	// row and enqueues its message in the same transaction.
@@ -127,6 +173,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer dst.Close()
+	defer deleteQueue(dst, cfg.events, out)
 
 	// The relay publishes the outbox until the example ends.
 	rctx, stopRelay := context.WithCancel(ctx)
@@ -223,6 +270,8 @@ func brokerName(raw string) string {
 		return "redis"
 	case "postgresql":
 		return "postgres"
+	case "mem":
+		return "memory"
 	}
 	return u.Scheme
 }
@@ -262,17 +311,41 @@ func consume(ctx context.Context, c *fila.Client, cfg config, where string, out 
 	}
 }
 
-// withMigrate adds fila_migrate=true to a PostgreSQL URL that does not say,
-// so the example creates Fila's tables on first run.
-func withMigrate(raw string) string {
+// withMigrate adds fila_migrate=true to a PostgreSQL URL that does not set
+// fila_migrate, so the example creates Fila's tables on first run. It
+// returns the URL, the schema of Fila's tables and whether they are created
+// when missing.
+func withMigrate(raw string) (string, string, bool, error) {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return raw // fila.Open explains
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", "", false, fmt.Errorf("FILA_URL must be a PostgreSQL URL (postgres://...), not %s", fila.Redact(raw))
 	}
 	q := u.Query()
 	if q.Get(postgres.ParamMigrate) == "" {
 		q.Set(postgres.ParamMigrate, "true")
 	}
 	u.RawQuery = q.Encode()
-	return u.String()
+	schema := q.Get(postgres.ParamSchema)
+	if schema == "" {
+		schema = postgres.DefaultSchema
+	}
+	return u.String(), schema, q.Get(postgres.ParamMigrate) == "true", nil
+}
+
+// deleteQueue deletes an example queue with everything in it, saying so.
+func deleteQueue(c *fila.Client, queue string, out io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.QueueDelete(ctx, queue, fila.QueueDeleteParams{Force: true}); err != nil {
+		fmt.Fprintf(out, "deleting queue %s: %v\n", queue, err)
+		return
+	}
+	fmt.Fprintf(out, "deleted queue %s\n", queue)
+}
+
+// suffix returns 8 random hex digits, for names no other run uses.
+func suffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

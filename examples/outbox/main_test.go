@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/fila-go/fila/internal/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestOutbox runs the example against the real PostgreSQL and RabbitMQ, and
 // against an unreachable target (the in-memory fallback): exactly the
@@ -83,6 +86,51 @@ func checkOutbox(t *testing.T, out, broker string) {
 	}
 	if !strings.Contains(out, "the relay moved 1 message(s)") {
 		t.Errorf("relay count missing:\n%s", out)
+	}
+	// What it creates, it says; what it made for the run, it removes.
+	for _, re := range []string{
+		`(?m)^creating Fila's tables in schema "fila" if missing \(fila_migrate=true\); they stay$`,
+		`(?m)^creating table orders_[0-9a-f]+ for the orders \(dropped at the end\)$`,
+		`(?m)^dropped table orders_[0-9a-f]+$`,
+		`(?m)^deleted queue outbox_[0-9a-f]+$`,
+		`(?m)^deleted queue orders_[0-9a-f]+$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("output lacks a line matching %s:\n%s", re, out)
+		}
+	}
+}
+
+// TestNotPostgres: FILA_URL must name PostgreSQL, where the outbox lives.
+func TestNotPostgres(t *testing.T) {
+	err := run(context.Background(), config{postgresURL: "redis://127.0.0.1:6379/0", targetURL: "mem://"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "FILA_URL must be a PostgreSQL URL") {
+		t.Errorf("run with a Redis FILA_URL: %v; want an error saying FILA_URL must be PostgreSQL", err)
+	}
+}
+
+// TestTableGone: after a run, the orders table no longer exists.
+func TestTableGone(t *testing.T) {
+	pgURL := testenv.PostgresURL(t)
+	suffix := randomHex()
+	table := "orders_" + suffix
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := config{postgresURL: pgURL, targetURL: "mem://", table: table, outbox: "outbox_" + suffix, events: table, quiet: 200 * time.Millisecond}
+	if err := run(ctx, cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var reg *string
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1)::text", table).Scan(&reg); err != nil {
+		t.Fatal(err)
+	}
+	if reg != nil {
+		t.Errorf("table %s still exists after the run", *reg)
 	}
 }
 

@@ -5,12 +5,19 @@
 //
 //	go run ./examples/prometheus -demo
 //	curl -s localhost:9464/metrics | grep -E '^(fila|messaging)_'
+//	go run ./examples/prometheus -demo -port 9465    # another port
 //	FILA_URL='postgres://postgres@127.0.0.1:5432/test?sslmode=disable&fila_migrate=true' go run ./examples/prometheus -demo
+//
+// Without -queue the worker works a queue of its own, emails-<random>, which
+// is deleted with everything in it when the program stops (Ctrl-C); a queue
+// named with -queue is worked and observed, and left alone. On PostgreSQL,
+// fila_migrate=true creates Fila's tables (schema "fila") if they are
+// missing; they are left in place.
 //
 // The metrics to alert on, as Prometheus sees them:
 //
-//	fila_queue_oldest_ready_age_seconds{messaging_destination_name="emails"}
-//	fila_queue_dead_letters{messaging_destination_name="emails",fila_message_kind="report.build"}
+//	fila_queue_oldest_ready_age_seconds{messaging_destination_name=~"emails-.*"}
+//	fila_queue_dead_letters{messaging_destination_name=~"emails-.*",fila_message_kind="report.build"}
 //	histogram_quantile(0.95, sum by (le, fila_message_kind) (rate(messaging_process_duration_seconds_bucket[5m])))
 //
 // With -demo the program enqueues a mix of jobs every second: most succeed,
@@ -19,14 +26,18 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -44,12 +55,22 @@ import (
 )
 
 func main() {
-	var cfg config
-	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:9464", "address of the /metrics endpoint")
-	flag.StringVar(&cfg.queue, "queue", "emails", "queue to work and observe")
+	var (
+		cfg  config
+		host string
+		port int
+	)
+	flag.StringVar(&host, "host", "127.0.0.1", "interface the /metrics endpoint listens on")
+	flag.IntVar(&port, "port", 9464, "port of the /metrics endpoint")
+	flag.StringVar(&cfg.queue, "queue", "", "queue to work and observe, left alone at exit (default: a new emails-<random> queue, deleted at exit)")
 	flag.DurationVar(&cfg.poll, "poll", 5*time.Second, "how often queue stats are read")
 	flag.BoolVar(&cfg.demo, "demo", false, "enqueue sample jobs every second")
 	flag.Parse()
+	cfg.addr = net.JoinHostPort(host, strconv.Itoa(port))
+	if cfg.queue == "" {
+		cfg.queue = "emails-" + suffix()
+		cfg.deleteQueue = true
+	}
 	cfg.url = os.Getenv("FILA_URL")
 	if cfg.url == "" {
 		cfg.url = "mem://"
@@ -68,6 +89,8 @@ type config struct {
 	addr  string
 	poll  time.Duration
 	demo  bool
+	// deleteQueue deletes queue when run returns: it was made for this run.
+	deleteQueue bool
 	// backoff is the worker's retry schedule; default 1s.
 	backoff worker.Backoff
 	logger  *slog.Logger
@@ -169,6 +192,17 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer a.Close()
+	if cfg.deleteQueue {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := a.client.QueueDelete(dctx, cfg.queue, fila.QueueDeleteParams{Force: true}); err != nil {
+				fmt.Fprintf(os.Stderr, "deleting queue %s: %v\n", cfg.queue, err)
+				return
+			}
+			fmt.Printf("deleted queue %s\n", cfg.queue)
+		}()
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", a.metrics)
@@ -219,4 +253,11 @@ func demo(ctx context.Context, a *app, queue string) {
 		case <-t.C:
 		}
 	}
+}
+
+// suffix returns 8 random hex digits, for a queue name no other run uses.
+func suffix() string {
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

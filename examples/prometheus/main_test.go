@@ -23,6 +23,8 @@ import (
 	"github.com/fila-go/fila/worker"
 )
 
+func TestMain(m *testing.M) { testenv.Main(m) }
+
 // TestMetricsEndpoint scrapes /metrics after a known sequence of jobs — 3
 // succeed, 1 fails once then succeeds, 1 fails for good — and finds the
 // three metrics with the right values: the oldest ready age, dead letters
@@ -90,14 +92,7 @@ func testMetricsEndpoint(t *testing.T, url, system string) {
 		t.Fatal(err)
 	}
 	defer func() {
-		ds, err := a.client.Receive(ctx, queue, fila.ReceiveParams{Max: 10})
-		if err == nil {
-			err = a.client.AckBatch(ctx, ds)
-		}
-		if _, perr := a.client.DeadPurge(ctx, queue, fila.DeadFilter{}); err == nil {
-			err = perr
-		}
-		if err != nil {
+		if err := a.client.QueueDelete(ctx, queue, fila.QueueDeleteParams{Force: true}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	}()

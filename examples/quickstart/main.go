@@ -4,6 +4,11 @@
 //
 //	go run ./examples/quickstart
 //	FILA_URL=postgres://postgres@127.0.0.1:5432/test?fila_migrate=true go run ./examples/quickstart
+//	FILA_URL=redis://127.0.0.1:6379/0 go run ./examples/quickstart
+//
+// Each run uses a queue of its own (quickstart-<random>) and deletes it, with
+// its dead letter, at the end. On PostgreSQL, fila_migrate=true creates
+// Fila's tables (schema "fila") if they are missing; they are left in place.
 package main
 
 import (
@@ -57,6 +62,17 @@ func story(out io.Writer, url string) error {
 	defer c.Close()
 	queue := "quickstart-" + suffix()
 	fmt.Fprintf(out, "broker %s, queue %s\n", fila.Redact(url), queue)
+	// The demo queue goes at the end, with its messages and dead letters,
+	// whatever happened.
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.QueueDelete(dctx, queue, fila.QueueDeleteParams{Force: true}); err != nil {
+			fmt.Fprintf(out, "deleting queue %s: %v\n", queue, err)
+			return
+		}
+		fmt.Fprintf(out, "deleted queue %s\n", queue)
+	}()
 
 	// Producer: three jobs. User 2's mail server times out once; user 3's
 	// address is malformed, which no retry can fix.
@@ -109,15 +125,6 @@ func story(out io.Writer, url string) error {
 	}
 	for _, l := range page.Letters {
 		fmt.Fprintf(out, "dead letter: %s %s after %d attempt(s): %s\n", l.Kind, l.Body, l.Attempts, l.Reason)
-	}
-	if _, err = c.DeadPurge(ctx, queue, fila.DeadFilter{}); err != nil {
-		return err
-	}
-	// Brokers that keep queues as objects (RabbitMQ) can delete the demo's.
-	if dq, ok := c.Driver().(interface {
-		DeleteQueue(context.Context, string) error
-	}); ok {
-		return dq.DeleteQueue(ctx, queue)
 	}
 	return nil
 }

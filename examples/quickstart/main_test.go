@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/fila-go/fila/internal/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // The story must read the same on every broker.
 func TestStory(t *testing.T) {
@@ -32,6 +35,9 @@ func TestStory(t *testing.T) {
 				if !strings.Contains(out.String(), want+"\n") {
 					t.Errorf("output lacks %q:\n%s", want, out.String())
 				}
+			}
+			if !regexp.MustCompile(`(?m)^deleted queue quickstart-[0-9a-f]{8}$`).MatchString(out.String()) {
+				t.Errorf("the demo queue was not deleted:\n%s", out.String())
 			}
 		})
 	}

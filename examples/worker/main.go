@@ -10,6 +10,10 @@
 //	FILA_URL=redis://127.0.0.1:6379/0 go run ./examples/worker
 //	FILA_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/worker
 //	FILA_URL=mongodb://127.0.0.1:27017/fila go run ./examples/worker
+//
+// Each run uses a queue of its own (example-worker-<random>) and deletes it,
+// with its dead letter, at the end. On PostgreSQL, fila_migrate=true creates
+// Fila's tables (schema "fila") if they are missing; they are left in place.
 package main
 
 import (
@@ -81,6 +85,15 @@ func run(url string, out, logs io.Writer) error {
 	defer c.Close()
 	queue := "example-worker-" + suffix()
 	fmt.Fprintf(out, "broker %s\n", fila.Redact(url))
+	// The demo queue goes at the end, with its messages and dead letters,
+	// whatever happened.
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.QueueDelete(dctx, queue, fila.QueueDeleteParams{Force: true}); err != nil {
+			fmt.Fprintf(out, "deleting queue %s: %v\n", queue, err)
+		}
+	}()
 
 	// Producer: three welcome mails and two reports.
 	ids := map[string]string{}
@@ -167,8 +180,7 @@ func run(url string, out, logs io.Writer) error {
 	for _, l := range page.Letters {
 		fmt.Fprintf(out, "dead letter: %s %s after %d attempt(s): %s\n", l.Kind, l.Body, l.Attempts, l.Reason)
 	}
-	_, err = c.DeadPurge(ctx, queue, fila.DeadFilter{})
-	return err
+	return nil
 }
 
 // sendWelcome pretends to send a mail.

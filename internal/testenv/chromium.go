@@ -1,9 +1,12 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/fila-go/fila/internal/skips"
 )
 
 // ChromiumEnv holds the path of the Chromium (or Chrome) binary the browser
@@ -36,6 +39,7 @@ func Chromium(tb testing.TB) string {
 	if os.Getenv("CI") != "" {
 		tb.Fatalf("testenv: no Chromium: CI is set, %s is empty and none of %v is on PATH (scripts/services chromium installs Debian's chromium package)", ChromiumEnv, chromiumNames)
 	}
+	skips.Record("browser", fmt.Sprintf("no Chromium: install Debian's chromium package (scripts/services chromium) or set %s", ChromiumEnv))
 	tb.Skipf("testenv: no Chromium for the browser tests: install Debian's chromium package (scripts/services chromium) or set %s", ChromiumEnv)
 	return ""
 }

@@ -1,8 +1,11 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"testing"
+
+	"github.com/fila-go/fila/internal/skips"
 )
 
 // Environment variables that point the tests at the distributed forms of
@@ -48,6 +51,7 @@ func formURL(tb testing.TB, name, env string) string {
 	if os.Getenv("CI") != "" {
 		tb.Fatalf("testenv: no %s: CI is set and %s is empty (run eval \"$(scripts/clusters)\")", name, env)
 	}
-	tb.Skipf("testenv: no %s: set %s (eval \"$(scripts/clusters)\")", name, env)
+	skips.Record(name, fmt.Sprintf("set %s (eval \"$(scripts/clusters)\"); %s", env, servicesHint))
+	tb.Skipf("testenv: no %s: set %s (eval \"$(scripts/clusters)\"); %s", name, env, servicesHint)
 	return ""
 }

@@ -1,40 +1,36 @@
 // Package testenv tells Fila's integration tests where to find a real broker.
 //
 // Every driver's tests talk to a real server over a real connection; no mock
-// stands in for a broker. Each of [PostgresURL], [RedisURL], [RabbitMQURL] and
-// [MongoURL] looks for a server in this order:
+// stands in for a broker. [PostgresURL], [RedisURL], [RabbitMQURL] and
+// [MongoURL] are package filatest's URL, which looks for a server in this
+// order:
 //
 //  1. an environment variable: FILA_TEST_POSTGRES_URL, FILA_TEST_REDIS_URL,
 //     FILA_TEST_RABBITMQ_URL or FILA_TEST_MONGO_URL. The project script
 //     scripts/services installs and starts the four servers on loopback and
-//     prints these variables: eval "$(scripts/services)";
+//     prints these variables: eval "$(scripts/services)"; scripts/test does
+//     that and runs every test;
 //  2. otherwise, when a Docker engine answers, a container started with
-//     testcontainers-go;
+//     testcontainers-go, once per test binary and shared by its tests (so
+//     tests must use unique queue names);
 //  3. otherwise the test is skipped with one line naming the variable to set,
 //     unless the CI environment variable is non-empty: then a missing server
 //     fails the test, naming the server.
 //
-// # Docker
+// See package filatest for the Docker details. The distributed forms
+// ([RedisClusterURL], [RabbitMQClusterURL], [PgBouncerURL]) come only from
+// their variables (scripts/clusters), and [Chromium] from
+// FILA_TEST_CHROMIUM or PATH.
 //
-// Whether a Docker engine answers is decided once per test binary by
-// testcontainers' provider health check (the engine's Info call). Without an
-// engine it answers in well under a millisecond (no socket to dial), so tests
-// skip at once; a hanging engine is given 5 s.
+// # Skips are reported
 //
-// Each broker's container is started on first use, once per test binary
-// (sync.Once per broker), and shared by every test of the package, so tests
-// must use unique queue names. This package never stops the containers: the
-// test binary exits and testcontainers' reaper container (Ryuk), which holds a
-// connection from the binary, removes them and their volumes. With the reaper
-// disabled (TESTCONTAINERS_RYUK_DISABLED=true) the containers are left running
-// and must be removed by hand (they carry the org.testcontainers labels).
-// Images: postgres:15-alpine (user postgres, password postgres, database
-// test), redis:7-alpine, rabbitmq:3.12-management-alpine (guest/guest) and
-// mongo:7 run as a single-node replica set "rs0", so transactions and change
-// streams work; its URL sets directConnection=true.
+// Each test package that reaches a server through this package has
 //
-// A container that fails to start when Docker answers fails the test (it is
-// not skipped): the server was expected.
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+//
+// which prints, after the tests, one line per broker, cluster form or browser
+// the package's tests were skipped for, where a plain `go test ./...` shows
+// it (see filatest.Main).
 //
 // # FerretDB
 //

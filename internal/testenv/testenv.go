@@ -1,9 +1,10 @@
 package testenv
 
 import (
-	"context"
-	"os"
 	"testing"
+
+	"github.com/fila-go/fila/filatest"
+	"github.com/fila-go/fila/internal/skips"
 )
 
 // Environment variables that point the tests at running servers.
@@ -22,25 +23,16 @@ const (
 // PostgresURL returns the URL of a PostgreSQL server for tests, or skips the
 // test (fails it when CI is set) when none is available. A container's URL
 // has user postgres, password postgres and database test.
-func PostgresURL(tb testing.TB) string {
-	tb.Helper()
-	return serverURL(tb, "PostgreSQL", PostgresEnv, &postgresContainer, startPostgres)
-}
+func PostgresURL(tb testing.TB) string { tb.Helper(); return filatest.URL(tb, filatest.Postgres) }
 
 // RedisURL returns the URL of a Redis server for tests, or skips the test
 // (fails it when CI is set) when none is available.
-func RedisURL(tb testing.TB) string {
-	tb.Helper()
-	return serverURL(tb, "Redis", RedisEnv, &redisContainer, startRedis)
-}
+func RedisURL(tb testing.TB) string { tb.Helper(); return filatest.URL(tb, filatest.Redis) }
 
 // RabbitMQURL returns the AMQP URL of a RabbitMQ server for tests, or skips
 // the test (fails it when CI is set) when none is available. A container's
 // URL uses the guest user.
-func RabbitMQURL(tb testing.TB) string {
-	tb.Helper()
-	return serverURL(tb, "RabbitMQ", RabbitMQEnv, &rabbitmqContainer, startRabbitMQ)
-}
+func RabbitMQURL(tb testing.TB) string { tb.Helper(); return filatest.URL(tb, filatest.RabbitMQ) }
 
 // MongoURL returns the URL of a MongoDB-compatible server for tests, or skips
 // the test (fails it when CI is set) when none is available.
@@ -50,35 +42,18 @@ func RabbitMQURL(tb testing.TB) string {
 // change streams, partial and TTL indexes and atomic findOneAndUpdate; tests
 // tell it apart with the buildInfo command (see [IsFerretDBBuildInfo]). A
 // container is a real MongoDB single-node replica set.
-func MongoURL(tb testing.TB) string {
-	tb.Helper()
-	return serverURL(tb, "MongoDB", MongoEnv, &mongoContainer, startMongo)
-}
+func MongoURL(tb testing.TB) string { tb.Helper(); return filatest.URL(tb, filatest.Mongo) }
 
-// serverURL resolves one server: the environment variable first, then a
-// container shared by the whole test binary when a Docker engine answers,
-// otherwise skip (or fail under CI).
-func serverURL(tb testing.TB, name, env string, c *container, start func(context.Context) (string, error)) string {
-	tb.Helper()
-	if u := os.Getenv(env); u != "" {
-		return u
-	}
-	if err := dockerAvailable(); err != nil {
-		missing(tb, name, env)
-		return ""
-	}
-	u, err := c.get(start)
-	if err != nil {
-		tb.Fatalf("testenv: %s is empty and Docker answers, but the %s container did not start: %v", env, name, err)
-	}
-	return u
-}
+// Main runs the tests of m, prints one line for each broker, cluster form
+// or browser the tests were skipped for (see filatest.Main), and exits with
+// m's code. Every test package that reaches a broker through this package
+// calls it from its TestMain:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+func Main(m *testing.M) { skips.Main(m) }
 
-// missing skips the test, or fails it when the CI environment variable is set.
-func missing(tb testing.TB, name, env string) {
-	tb.Helper()
-	if os.Getenv("CI") != "" {
-		tb.Fatalf("testenv: no %s server: CI is set, %s is empty and no Docker engine answers (run eval \"$(scripts/services)\")", name, env)
-	}
-	tb.Skipf("testenv: no %s server: set %s (eval \"$(scripts/services)\") or start a Docker engine", name, env)
-}
+// servicesHint is how to start the servers in this repository, added to the
+// reason a test gives for skipping.
+const servicesHint = `scripts/test starts the servers and runs every test`
+
+func init() { skips.Hint = servicesHint }

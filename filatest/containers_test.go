@@ -1,4 +1,4 @@
-package testenv
+package filatest
 
 import (
 	"testing"
