@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/skips"
 	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/ui"
 	"github.com/fila-go/fila/worker"
@@ -53,6 +54,7 @@ func TestMain(m *testing.M) {
 	if browser.stop != nil {
 		browser.stop()
 	}
+	skips.Report("github.com/fila-go/fila/ui")
 	os.Exit(code)
 }
 

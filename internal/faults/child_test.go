@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/skips"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
@@ -45,7 +46,9 @@ func TestMain(m *testing.M) {
 	case "periodic":
 		os.Exit(periodicChild())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	skips.Report("github.com/fila-go/fila/internal/faults")
+	os.Exit(code)
 }
 
 // jobTime is how long a job works: up to work/40 for most jobs, and between
