@@ -303,7 +303,15 @@ func (rr *relayRun) moveDead(ctx context.Context, dst backend.DeadImporter, batc
 		if err != nil {
 			return err
 		}
-		err = dst.DeadImport(cctx, rr.to, page.Letters)
+		letters := make([]backend.DeadLetter, len(page.Letters))
+		for i, l := range page.Letters {
+			letters[i] = backend.DeadLetter{
+				Message: backend.Message{ID: l.ID, Kind: l.Kind, Body: l.Body, Headers: l.Headers,
+					DedupKey: l.DedupKey, MaxAttempts: l.MaxAttempts, EnqueuedAt: l.EnqueuedAt},
+				Queue: l.Queue, Attempts: l.Attempts, Reason: l.Reason, DeadAt: l.DeadAt,
+			}
+		}
+		err = dst.DeadImport(cctx, rr.to, letters)
 		leave()
 		if err != nil {
 			return fmt.Errorf("relay: import dead letters into %s: %w", rr.to, r.To.done(ctx, err))
