@@ -100,6 +100,11 @@ func New(drv backend.Driver, opts ...Option) *Client {
 	return c
 }
 
+// DriverName returns the short name of the client's driver ("postgres",
+// "redis", "rabbitmq", "mongo", "memory"), as errors and logs name it:
+// the driver's backend.Namer name, or "unnamed" for a driver without one.
+func (c *Client) DriverName() string { return c.name }
+
 // Driver returns the underlying driver, for driver-specific features.
 func (c *Client) Driver() backend.Driver { return c.drv }
 

@@ -108,7 +108,7 @@ func TestWorkerMetrics(t *testing.T) {
 			}
 
 			ms := collect(t, reader)
-			sys := "messaging.system=" + c.Driver().(interface{ DriverName() string }).DriverName()
+			sys := "messaging.system=" + c.DriverName()
 			dest := "messaging.destination.name=" + q
 
 			// Duration histogram per kind (and error.type for failures).

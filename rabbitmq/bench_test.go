@@ -85,7 +85,7 @@ func filaBench(b *testing.B) (*fila.Client, string) {
 	q := fmt.Sprintf("bench-fila-%d", time.Now().UnixNano())
 	c := fila.New(d)
 	b.Cleanup(func() {
-		_ = d.DeleteQueue(context.Background(), q)
+		_ = d.QueueDelete(context.Background(), q)
 		_ = c.Close()
 	})
 	return c, q

@@ -89,7 +89,7 @@ func (tr *tracker) cleanup() {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	for q := range tr.queues {
-		if err := d.DeleteQueue(ctx, q); err != nil {
+		if err := d.QueueDelete(ctx, q); err != nil {
 			tr.t.Logf("cleanup: delete %s: %v", q, err)
 		}
 	}

@@ -54,7 +54,7 @@ func BenchmarkReceiveDelayed(b *testing.B) {
 	fq := fmt.Sprintf("bench-delayed-%d", time.Now().UnixNano())
 	c := fila.New(d)
 	defer func() {
-		_ = d.DeleteQueue(ctx, fq)
+		_ = d.QueueDelete(ctx, fq)
 		_ = c.Close()
 	}()
 	msgs := make([]fila.Message, batch)

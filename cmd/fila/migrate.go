@@ -155,7 +155,7 @@ func (a *app) migrate(ctx context.Context, cmd *cobra.Command, f migrateFlags) e
 	elapsed := time.Since(start)
 
 	fmt.Fprintf(a.stdout, "moved %d messages from queue %s (%s) to queue %s (%s) in %v: %d ready, %d delayed, %d dead letters; %d of them were on the target already (refused as duplicates, not stored twice)\n",
-		st.Total(), f.queue, driverName(from), f.toQueue, driverName(to), elapsed.Round(100*time.Millisecond),
+		st.Total(), f.queue, from.DriverName(), f.toQueue, to.DriverName(), elapsed.Round(100*time.Millisecond),
 		st.Moved, st.Delayed, st.Dead, st.Duplicates)
 	if err != nil {
 		if errors.Is(err, fila.ErrUnsupported) {
@@ -204,7 +204,7 @@ func (e *sideErr) Unwrap() error { return e.err }
 // drop.
 func checkMigrateCaps(from, to *fila.Client, f migrateFlags) error {
 	unsupported := func(c *fila.Client, side, what, hint string) error {
-		return &exitErr{code: exitUnsupported, err: fmt.Errorf("the %s driver (%s) does not support %s; %s", driverName(c), side, what, hint)}
+		return &exitErr{code: exitUnsupported, err: fmt.Errorf("the %s driver (%s) does not support %s; %s", c.DriverName(), side, what, hint)}
 	}
 	if f.delayed {
 		if _, ok := from.Driver().(backend.DelayedReceiver); !ok {
@@ -222,14 +222,6 @@ func checkMigrateCaps(from, to *fila.Client, f migrateFlags) error {
 		}
 	}
 	return nil
-}
-
-// driverName is the short name of a client's driver.
-func driverName(c *fila.Client) string {
-	if n, ok := c.Driver().(backend.Namer); ok {
-		return n.DriverName()
-	}
-	return "unnamed"
 }
 
 // leftOnSource describes what the source queue still holds after the

@@ -113,13 +113,13 @@ func story(out io.Writer, url string) error {
 	if _, err = c.DeadPurge(ctx, queue, fila.DeadFilter{}); err != nil {
 		return err
 	}
-	// Brokers that keep queues as objects (RabbitMQ) can delete the demo's.
-	if dq, ok := c.Driver().(interface {
-		DeleteQueue(context.Context, string) error
-	}); ok {
-		return dq.DeleteQueue(ctx, queue)
+	// Delete the demo's queue (brokers that keep queues as objects, like
+	// RabbitMQ, would keep it otherwise).
+	err = c.QueueDelete(ctx, queue, fila.QueueDeleteParams{Force: true})
+	if errors.Is(err, fila.ErrUnsupported) {
+		return nil
 	}
-	return nil
+	return err
 }
 
 var errPermanent = errors.New("invalid address")
