@@ -82,6 +82,11 @@
 // A driver registers a URL scheme when its package is imported:
 // github.com/fila-go/fila/memory (mem://), .../postgres (postgres://),
 // .../redis (redis://), .../rabbitmq (amqp://) and .../mongo (mongodb://).
+// Each driver package follows one convention, like database/sql's: its
+// Open(ctx, *url.URL, backend.OpenOptions) (backend.Driver, error) is the
+// backend.Opener it registers, and its New builds a *Driver from Go values
+// (a pool or client the application already has, or Options) for fila.New
+// (memory builds drivers with NewBroker(...).Open()).
 // Optional capabilities — dedup keys, dead-letter management, stats,
 // transactional enqueue — return ErrUnsupported where a driver lacks them.
 // Package backend is the contract a driver implements; package conformance

@@ -78,10 +78,11 @@ func filaBench(b *testing.B) (*fila.Client, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := rabbitmq.Open(context.Background(), u, backend.OpenOptions{})
+	drv, err := rabbitmq.Open(context.Background(), u, backend.OpenOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	d := drv.(*rabbitmq.Driver)
 	q := fmt.Sprintf("bench-fila-%d", time.Now().UnixNano())
 	c := fila.New(d)
 	b.Cleanup(func() {

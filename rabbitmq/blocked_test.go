@@ -21,10 +21,11 @@ func openTest(t *testing.T) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Open(context.Background(), u, backend.OpenOptions{})
+	drv, err := Open(context.Background(), u, backend.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := drv.(*Driver)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
 }

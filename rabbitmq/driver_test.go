@@ -32,10 +32,11 @@ func newClient(t *testing.T, tr *tracker, params map[string]string, opts ...fila
 	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := rabbitmq.Open(ctx, u, backend.OpenOptions{})
+	drv, err := rabbitmq.Open(ctx, u, backend.OpenOptions{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	d := drv.(*rabbitmq.Driver)
 	c := fila.New(&tracked{Driver: d, tr: tr}, opts...)
 	t.Cleanup(func() { _ = c.Close() })
 	return c, d
