@@ -45,7 +45,8 @@ type Message struct {
 
 // ReceiveParams tune Receive.
 type ReceiveParams struct {
-	// Max is the most messages to return; 0 means 1. At most MaxReceive.
+	// Max is the most messages to return; 0 means 1. At most MaxReceive;
+	// negative is ErrInvalid.
 	Max int
 	// Lease is how long each delivery stays invisible to other consumers; 0
 	// means the client's default (WithLease). Negative is ErrInvalid.
@@ -248,10 +249,11 @@ func (c *Client) enqueueUnique(cctx, ctx context.Context, queue string, msgs []M
 }
 
 // EnqueueTx enqueues msgs inside a transaction the caller owns, so they
-// commit or roll back with the caller's own writes. The type of tx depends on
-// the driver (for PostgreSQL, a pgx.Tx); drivers without transactional
-// enqueue return ErrUnsupported.
-func (c *Client) EnqueueTx(ctx context.Context, tx any, queue string, msgs ...Message) ([]string, error) {
+// commit or roll back with the caller's own writes, and returns their ids in
+// order; the batch is checked and reported like EnqueueBatch's. The type of
+// tx depends on the driver (for PostgreSQL, a pgx.Tx); drivers without
+// transactional enqueue return ErrUnsupported.
+func (c *Client) EnqueueTx(ctx context.Context, tx any, queue string, msgs []Message) ([]string, error) {
 	txe, ok := c.drv.(backend.TxEnqueuer)
 	if !ok {
 		return nil, &UnsupportedError{Driver: c.name, Capability: "transactional enqueue"}

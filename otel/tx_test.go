@@ -38,7 +38,7 @@ func TestEnqueueTxCarriesTrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := inst.EnqueueTx(ctx, tx, q, fila.Message{Kind: "k"}); err != nil {
+		if _, err := inst.EnqueueTx(ctx, tx, q, []fila.Message{{Kind: "k"}}); err != nil {
 			t.Fatal(err)
 		}
 		if commit {

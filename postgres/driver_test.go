@@ -382,7 +382,7 @@ func TestTxEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EnqueueTx(ctx, tx, q, fila.Message{Kind: "committed"}, fila.Message{Kind: "committed"}); err != nil {
+	if _, err := c.EnqueueTx(ctx, tx, q, []fila.Message{{Kind: "committed"}, {Kind: "committed"}}); err != nil {
 		t.Fatalf("EnqueueTx: %v", err)
 	}
 	if n := count(); n != 0 {
@@ -399,7 +399,7 @@ func TestTxEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EnqueueTx(ctx, tx, q, fila.Message{Kind: "rolled-back", DedupKey: "k"}); err != nil {
+	if _, err := c.EnqueueTx(ctx, tx, q, []fila.Message{{Kind: "rolled-back", DedupKey: "k"}}); err != nil {
 		t.Fatalf("EnqueueTx: %v", err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -418,11 +418,11 @@ func TestTxEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EnqueueTx(ctx, conn, q, fila.Message{Kind: "conn"}); err != nil {
+	if _, err := c.EnqueueTx(ctx, conn, q, []fila.Message{{Kind: "conn"}}); err != nil {
 		t.Errorf("EnqueueTx(*pgxpool.Conn): %v", err)
 	}
 	conn.Release()
-	if _, err := c.EnqueueTx(ctx, "not a tx", q, fila.Message{Kind: "x"}); !errors.Is(err, fila.ErrInvalid) {
+	if _, err := c.EnqueueTx(ctx, "not a tx", q, []fila.Message{{Kind: "x"}}); !errors.Is(err, fila.ErrInvalid) {
 		t.Errorf("EnqueueTx(string): want ErrInvalid, got %v", err)
 	}
 	if n := count(); n != 4 {

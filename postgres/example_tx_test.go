@@ -61,10 +61,10 @@ func Example_transactionalEnqueue() {
 			return err
 		}
 		// The message is written by the same transaction.
-		if _, err := client.EnqueueTx(ctx, tx, "emails", fila.Message{
+		if _, err := client.EnqueueTx(ctx, tx, "emails", []fila.Message{{
 			Kind: "order.confirmation",
 			Body: []byte(fmt.Sprint(id)),
-		}); err != nil {
+		}}); err != nil {
 			return err
 		}
 		if !commit {

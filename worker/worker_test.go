@@ -658,7 +658,7 @@ func testTypedKind(t *testing.T, c *fila.Client) {
 		t.Fatal(err)
 	}
 	rec.waitEnds(t, 1)
-	if _, err := sendWelcomeJob.EnqueueMany(ctx, c, q, []sendWelcome{{8}, {9}}); err != nil {
+	if _, err := sendWelcomeJob.EnqueueBatch(ctx, c, q, []sendWelcome{{8}, {9}}); err != nil {
 		t.Fatal(err)
 	}
 	bad := enqueue(t, c, q, fila.Message{Kind: "email.welcome", Body: []byte("not json")})

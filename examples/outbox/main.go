@@ -170,7 +170,7 @@ func placeOrder(ctx context.Context, c *fila.Client, cfg config, customer string
 		return 0, fmt.Errorf("insert the order: %w", err)
 	}
 	body, _ := json.Marshal(o)
-	if _, err := c.EnqueueTx(ctx, tx, cfg.outbox, fila.Message{Kind: "order.created", Body: body}); err != nil {
+	if _, err := c.EnqueueTx(ctx, tx, cfg.outbox, []fila.Message{{Kind: "order.created", Body: body}}); err != nil {
 		return 0, fmt.Errorf("enqueue order.created: %w", err)
 	}
 	if !commit {
