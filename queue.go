@@ -77,11 +77,16 @@ type Client struct {
 }
 
 // New returns a Client over a driver value, for callers that build the
-// driver themselves (like sql.OpenDB). Most callers use Open.
-func New(drv backend.Driver, opts ...Option) *Client {
-	o := defaultOptions()
-	for _, f := range opts {
-		f(&o)
+// driver themselves (like sql.OpenDB). Most callers use Open. It fails,
+// with an ErrInvalid error, only for a nil driver or a bad option value; it
+// does not contact the broker.
+func New(drv backend.Driver, opts ...Option) (*Client, error) {
+	if drv == nil {
+		return nil, invalidf("New with a nil driver")
+	}
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	c := &Client{drv: drv, opts: o, name: "unnamed"}
 	c.closeCtx, c.cancel = context.WithCancel(context.Background())
@@ -98,7 +103,7 @@ func New(drv backend.Driver, opts ...Option) *Client {
 			c.lister = l
 		}
 	}
-	return c
+	return c, nil
 }
 
 // DriverName returns the short name of the client's driver ("postgres",

@@ -16,7 +16,10 @@ import (
 func newMem(t *testing.T) (*memory.Broker, *fila.Client) {
 	t.Helper()
 	b := memory.NewBroker(memory.BrokerOptions{})
-	c := fila.New(b.Open())
+	c, err := fila.New(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	return b, c
 }
@@ -157,7 +160,10 @@ func TestRelayCrashBetweenEnqueueAndAckDuplicatesNothing(t *testing.T) {
 	b := memory.NewBroker(memory.BrokerOptions{})
 	drv := &flakyAck{Driver: b.Open()}
 	drv.failures.Store(2)
-	from := fila.New(drv, fila.WithLease(50*time.Millisecond))
+	from, err := fila.New(drv, fila.WithLease(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer from.Close()
 	_, to := newMem(t)
 	ctx := context.Background()
@@ -185,7 +191,10 @@ type bare struct{ backend.Driver }
 
 func TestRelayRefusesWhatTheDriversCannotDo(t *testing.T) {
 	b := memory.NewBroker(memory.BrokerOptions{})
-	from := fila.New(bare{b.Open()})
+	from, err := fila.New(bare{b.Open()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer from.Close()
 	_, to := newMem(t)
 	ctx := context.Background()
@@ -253,7 +262,10 @@ func TestRelayStoppedMidBatchFinishesIt(t *testing.T) {
 	_, from := newMem(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	drv := &stopDuring{Driver: memory.NewBroker(memory.BrokerOptions{}).Open(), stop: cancel}
-	to := fila.New(drv)
+	to, err := fila.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer to.Close()
 	if _, err := from.EnqueueBatch(context.Background(), "q", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
 		t.Fatal(err)
@@ -274,13 +286,16 @@ func TestRelayStoppedMidBatchFinishesIt(t *testing.T) {
 func TestRelayGivesBackABatchItCannotMove(t *testing.T) {
 	_, from := newMem(t)
 	down := errors.New("broker down")
-	to := fila.New(&stopDuring{Driver: memory.NewBroker(memory.BrokerOptions{}).Open(), stop: func() {}, fail: down})
+	to, err := fila.New(&stopDuring{Driver: memory.NewBroker(memory.BrokerOptions{}).Open(), stop: func() {}, fail: down})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer to.Close()
 	if _, err := from.EnqueueBatch(context.Background(), "q", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
 		t.Fatal(err)
 	}
 	// A long lease: only a release makes the batch ready again soon.
-	_, err := (&fila.Relay{From: from, FromQueue: "q", To: to, Batch: 10, Lease: time.Hour}).Run(context.Background())
+	_, err = (&fila.Relay{From: from, FromQueue: "q", To: to, Batch: 10, Lease: time.Hour}).Run(context.Background())
 	if !errors.Is(err, down) {
 		t.Fatalf("Run = %v, want the target's error", err)
 	}

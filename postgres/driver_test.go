@@ -40,7 +40,10 @@ func newDriver(t testing.TB, pool *pgxpool.Pool, o postgres.Options) *postgres.D
 }
 
 func newClient(t testing.TB, drv backend.Driver) *fila.Client {
-	c := fila.New(drv, fila.WithLogger(quietLogger))
+	c, err := fila.New(drv, fila.WithLogger(quietLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -300,7 +303,7 @@ func TestListenConnectionKilled(t *testing.T) {
 			return !postgres.ListenerUp(consumer) || !slices.Contains(listeners(), pid)
 		})
 		start := time.Now()
-		if _, err := fila.New(consumer).Enqueue(ctx, q, fila.Message{Kind: "after-kill"}); err != nil {
+		if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "after-kill"}); err != nil {
 			t.Fatalf("Enqueue: %v", err)
 		}
 		select {
@@ -317,7 +320,7 @@ func TestListenConnectionKilled(t *testing.T) {
 	got := receive()
 	waitFor(t, 10*time.Second, "the LISTEN connection to come back", func() bool { return postgres.ListenerUp(consumer) })
 	start := time.Now()
-	if _, err := fila.New(consumer).Enqueue(ctx, q, fila.Message{Kind: "after-reconnect"}); err != nil {
+	if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "after-reconnect"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {
@@ -525,7 +528,10 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	client := fila.New(drv)
+	client, err := fila.New(drv)
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	fmt.Println(drv.Schema())
 }

@@ -44,7 +44,10 @@ func Example_transactionalEnqueue() {
 		fmt.Println(err)
 		return
 	}
-	client := fila.New(drv)
+	client, err := fila.New(drv)
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+schema+".orders (id int PRIMARY KEY, email text NOT NULL)"); err != nil {
 		fmt.Println(err)

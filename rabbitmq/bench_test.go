@@ -84,7 +84,10 @@ func filaBench(b *testing.B) (*fila.Client, string) {
 	}
 	d := drv.(*rabbitmq.Driver)
 	q := fmt.Sprintf("bench-fila-%d", time.Now().UnixNano())
-	c := fila.New(d)
+	c, err := fila.New(d)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(func() {
 		_ = d.QueueDelete(context.Background(), q)
 		_ = c.Close()

@@ -37,7 +37,10 @@ func newClient(t *testing.T, tr *tracker, params map[string]string, opts ...fila
 		t.Fatalf("Open: %v", err)
 	}
 	d := drv.(*rabbitmq.Driver)
-	c := fila.New(&tracked{Driver: d, tr: tr}, opts...)
+	c, err := fila.New(&tracked{Driver: d, tr: tr}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c, d
 }

@@ -53,7 +53,10 @@ func BenchmarkReceiveDelayed(b *testing.B) {
 	d := drv.(*rabbitmq.Driver)
 	ctx := context.Background()
 	fq := fmt.Sprintf("bench-delayed-%d", time.Now().UnixNano())
-	c := fila.New(d)
+	c, err := fila.New(d)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer func() {
 		_ = d.QueueDelete(ctx, fq)
 		_ = c.Close()

@@ -10,7 +10,7 @@
 // Cluster):
 //
 //	drv, err := redis.New(rdb, redis.Options{Prefix: "jobs"})
-//	c := fila.New(drv)
+//	c, err := fila.New(drv)
 //
 // It needs Redis 7.0 or later (XCLAIM dropping deleted entries from the
 // pending list, exclusive XRANGE ranges).

@@ -31,7 +31,7 @@ const maxAckScript = 1000
 // Driver is the Redis driver. It implements backend.Driver and the optional
 // Deduper, DeadLetterer, StatsReader, Pinger, Namer, DelayedReceiver,
 // DeadImporter, QueueLister, QueueDeleter, Marker and MarkLister interfaces. Use it
-// through fila.Open("redis://…") or fila.New(redis.New(client, opts)).
+// through fila.Open("redis://…") or fila.New over redis.New(client, opts).
 type Driver struct {
 	c goredis.UniversalClient
 	o Options
