@@ -38,8 +38,6 @@ type Delivery struct {
 	receipt  string
 	deadline time.Time
 	settled  bool
-	// runAt is set on deliveries taken early by a relay (ReceiveDelayed).
-	runAt time.Time
 	// cancelled is closed when a cancel of the message reaches the client;
 	// nil when the driver cannot cancel.
 	cancelled  chan struct{}

@@ -131,6 +131,17 @@ func (c *Client) enter(ctx context.Context) (context.Context, func(), error) {
 	return ctx, func() { stop(); cancel(); c.inflight.Done() }, nil
 }
 
+// call runs f under enter and maps its error with done: the one sequence
+// of every Client method that calls the driver.
+func (c *Client) call(ctx context.Context, f func(context.Context) error) error {
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	return c.done(ctx, f(cctx))
+}
+
 // done maps an error from a call made under enter: a cancellation caused by
 // Close becomes ErrClosed; the caller's context errors stay unwrapped.
 func (c *Client) done(parent context.Context, err error) error {

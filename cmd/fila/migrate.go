@@ -14,6 +14,7 @@ import (
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/relay"
 )
 
 // stopWhenIdle is how long a migration without --drain waits for a message
@@ -141,7 +142,7 @@ func (a *app) migrate(ctx context.Context, cmd *cobra.Command, f migrateFlags) e
 	if f.drain {
 		idle = f.idle
 	}
-	r := &fila.Relay{
+	r := &relay.Relay{
 		From: from, FromQueue: f.queue, To: to, ToQueue: f.toQueue,
 		Batch: f.batch, Concurrency: f.conc, Lease: f.lease, StopWhenIdle: idle,
 		IncludeDelayed: f.delayed, IncludeDead: f.dead,
@@ -264,7 +265,7 @@ type progress struct {
 	started time.Time
 
 	mu      sync.Mutex
-	st      fila.RelayStats
+	st      relay.Stats
 	changed bool
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -281,7 +282,7 @@ func newProgress(w io.Writer, tty bool, every time.Duration, total int64) *progr
 }
 
 // update records the relay's latest counts (its Progress callback).
-func (p *progress) update(st fila.RelayStats) {
+func (p *progress) update(st relay.Stats) {
 	p.mu.Lock()
 	p.st, p.changed = st, true
 	p.mu.Unlock()
@@ -334,7 +335,7 @@ func (p *progress) draw() {
 // barWidth is the width of the progress bar in characters.
 const barWidth = 30
 
-func (p *progress) line(st fila.RelayStats) string {
+func (p *progress) line(st relay.Stats) string {
 	var b strings.Builder
 	n := st.Total()
 	if p.total > 0 {
