@@ -90,13 +90,13 @@ func (c *Client) QueueStats(ctx context.Context, queue string) (Stats, error) {
 	if err := ValidateQueueName(queue); err != nil {
 		return Stats{}, err
 	}
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return Stats{}, err
-	}
-	defer leave()
-	s, err := sr.QueueStats(cctx, queue)
-	return s, c.done(ctx, err)
+	var s Stats
+	err := c.call(ctx, func(ctx context.Context) error {
+		var err error
+		s, err = sr.QueueStats(ctx, queue)
+		return err
+	})
+	return s, err
 }
 
 func (c *Client) deadLetterer(queue string) (backend.DeadLetterer, error) {
@@ -120,14 +120,14 @@ func (c *Client) DeadList(ctx context.Context, queue string, p DeadListParams) (
 	if p.Limit == 0 {
 		p.Limit = 100
 	}
-	cctx, leave, err := c.enter(ctx)
+	var bp backend.DeadPage
+	err = c.call(ctx, func(ctx context.Context) error {
+		var err error
+		bp, err = dl.DeadList(ctx, queue, backend.DeadListParams{Kind: p.Kind, Limit: p.Limit, Cursor: p.Cursor})
+		return err
+	})
 	if err != nil {
 		return DeadPage{}, err
-	}
-	defer leave()
-	bp, err := dl.DeadList(cctx, queue, backend.DeadListParams{Kind: p.Kind, Limit: p.Limit, Cursor: p.Cursor})
-	if err != nil {
-		return DeadPage{}, c.done(ctx, err)
 	}
 	page := DeadPage{Letters: make([]DeadLetter, len(bp.Letters)), Next: bp.Next}
 	for i := range bp.Letters {
@@ -164,26 +164,23 @@ func (c *Client) deadOp(ctx context.Context, queue string, f DeadFilter, op func
 	if f.IDs != nil && len(f.IDs) == 0 {
 		return 0, nil // an explicit empty selection selects nothing
 	}
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer leave()
-	n, err := op(cctx, dl)
-	return n, c.done(ctx, err)
+	var n int
+	err = c.call(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = op(ctx, dl)
+		return err
+	})
+	return n, err
 }
 
 // Ping checks the broker is reachable, where the driver can tell.
 func (c *Client) Ping(ctx context.Context) error {
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	if p, ok := c.drv.(backend.Pinger); ok {
-		return c.done(ctx, p.Ping(cctx))
-	}
-	return nil
+	return c.call(ctx, func(ctx context.Context) error {
+		if p, ok := c.drv.(backend.Pinger); ok {
+			return p.Ping(ctx)
+		}
+		return nil
+	})
 }
 
 // QueueList returns the names of the queues that hold a message (ready,
@@ -195,13 +192,13 @@ func (c *Client) QueueList(ctx context.Context) ([]string, error) {
 	if !ok {
 		return nil, &UnsupportedError{Driver: c.name, Capability: "queue listing"}
 	}
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer leave()
-	qs, err := ql.QueueList(cctx)
-	return qs, c.done(ctx, err)
+	var qs []string
+	err := c.call(ctx, func(ctx context.Context) error {
+		var err error
+		qs, err = ql.QueueList(ctx)
+		return err
+	})
+	return qs, err
 }
 
 // QueueDeleteParams tune QueueDelete.
@@ -239,10 +236,5 @@ func (c *Client) QueueDelete(ctx context.Context, queue string, p QueueDeletePar
 			return fmt.Errorf("%w: %s holds %d ready, %d delayed, %d leased and %d dead (set QueueDeleteParams.Force to delete it anyway)", ErrQueueNotEmpty, queue, s.Ready, s.Delayed, s.Leased, s.Dead)
 		}
 	}
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	return c.done(ctx, qd.QueueDelete(cctx, queue))
+	return c.call(ctx, func(ctx context.Context) error { return qd.QueueDelete(ctx, queue) })
 }

@@ -131,8 +131,10 @@ func (c *Client) enter(ctx context.Context) (context.Context, func(), error) {
 	return ctx, func() { stop(); cancel(); c.inflight.Done() }, nil
 }
 
-// call runs f under enter and maps its error with done: the one sequence
-// of every Client method that calls the driver.
+// call runs f under enter and maps its error with done: the sequence of
+// every Client method that calls the driver. EnqueueBatch, Receive and
+// AckBatch use enter and done themselves, because they map some errors and
+// not others (per-message and per-delivery results).
 func (c *Client) call(ctx context.Context, f func(context.Context) error) error {
 	cctx, leave, err := c.enter(ctx)
 	if err != nil {
@@ -283,14 +285,14 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, queue string, msgs []Mes
 			return nil, invalidf("EnqueueTx cannot hold a dedup key for a period (UniqueFor): the hold would not roll back with the transaction")
 		}
 	}
-	cctx, leave, err := c.enter(ctx)
+	var res []backend.EnqueueResult
+	err = c.call(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = txe.EnqueueTx(ctx, tx, queue, bms)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	defer leave()
-	res, err := txe.EnqueueTx(cctx, tx, queue, bms)
-	if err != nil {
-		return nil, c.done(ctx, err)
 	}
 	return enqueueIDs(queue, bms, res)
 }
