@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/filaotel"
 	"github.com/fila-go/fila/internal/testenv"
-	filaotel "github.com/fila-go/fila/otel"
 )
 
 // TestEnqueueTxCarriesTrace enqueues inside a PostgreSQL transaction: the

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/fila-go/fila"
-	filaotel "github.com/fila-go/fila/otel"
+	"github.com/fila-go/fila/filaotel"
 	"github.com/fila-go/fila/worker"
 )
 
