@@ -3,6 +3,7 @@ package fila
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -10,18 +11,73 @@ import (
 // Stats are a queue's counts; see QueueStats.
 type Stats = backend.Stats
 
-// DeadLetter is a message in a queue's dead-letter store.
-type DeadLetter = backend.DeadLetter
+// DeadLetter is a message in a queue's dead-letter store, as DeadList
+// returns it.
+type DeadLetter struct {
+	ID    string
+	Queue string
+	Kind  string
+	// Body is the message's body, byte for byte; never nil.
+	Body    []byte
+	Headers map[string]string
+	// DedupKey is the message's dedup key, if any (DeadReplay drops it).
+	DedupKey string
+	// MaxAttempts is the message's own max attempts; 0 when it used the
+	// client's default.
+	MaxAttempts int
+	// EnqueuedAt is when the message was first enqueued.
+	EnqueuedAt time.Time
+	// Attempts is the number of deliveries the message had: for one
+	// dead-lettered on max attempts, its max attempts (the claim that found
+	// it exhausted was not handed out).
+	Attempts int
+	// Reason is why it was dead-lettered (ReasonMaxAttempts,
+	// ReasonCancelled, or the reason given to Delivery.Dead).
+	Reason string
+	// DeadAt is when it was dead-lettered.
+	DeadAt time.Time
+}
 
 // DeadListParams select and page dead letters.
-type DeadListParams = backend.DeadListParams
+type DeadListParams struct {
+	// Kind, when not empty, keeps only dead letters of that kind.
+	Kind string
+	// Limit is the most dead letters of a page; 0 means 100. At most
+	// MaxReceive; negative is ErrInvalid.
+	Limit int
+	// Cursor continues a listing from DeadPage.Next; empty starts at the
+	// oldest.
+	Cursor string
+}
 
 // DeadPage is one page of dead letters, oldest first.
-type DeadPage = backend.DeadPage
+type DeadPage struct {
+	Letters []DeadLetter
+	// Next is the cursor of the following page (DeadListParams.Cursor),
+	// empty at the end.
+	Next string
+}
 
-// DeadFilter selects dead letters for DeadReplay and DeadPurge; the zero
-// value selects all of a queue's dead letters.
-type DeadFilter = backend.DeadFilter
+// DeadFilter selects dead letters for DeadReplay and DeadPurge. The zero
+// value selects all of a queue's dead letters; IDs and Kind both narrow it.
+// A non-nil empty IDs selects nothing.
+type DeadFilter struct {
+	IDs  []string
+	Kind string
+}
+
+// deadLetterFrom converts a driver's dead letter at the API boundary.
+func deadLetterFrom(l *backend.DeadLetter) DeadLetter {
+	body := l.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return DeadLetter{
+		ID: l.ID, Queue: l.Queue, Kind: l.Kind, Body: body, Headers: l.Headers,
+		DedupKey: l.DedupKey, MaxAttempts: l.MaxAttempts, EnqueuedAt: l.EnqueuedAt,
+		Attempts: l.Attempts, Reason: l.Reason, DeadAt: l.DeadAt,
+	}
+}
 
 // QueueStats returns queue's ready, delayed, leased and dead counts and the
 // time its oldest ready message became ready. Counts are exact on a quiescent
@@ -34,13 +90,13 @@ func (c *Client) QueueStats(ctx context.Context, queue string) (Stats, error) {
 	if err := ValidateQueueName(queue); err != nil {
 		return Stats{}, err
 	}
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return Stats{}, err
-	}
-	defer leave()
-	s, err := sr.QueueStats(cctx, queue)
-	return s, c.done(ctx, err)
+	var s Stats
+	err := c.call(ctx, func(ctx context.Context) error {
+		var err error
+		s, err = sr.QueueStats(ctx, queue)
+		return err
+	})
+	return s, err
 }
 
 func (c *Client) deadLetterer(queue string) (backend.DeadLetterer, error) {
@@ -64,27 +120,34 @@ func (c *Client) DeadList(ctx context.Context, queue string, p DeadListParams) (
 	if p.Limit == 0 {
 		p.Limit = 100
 	}
-	cctx, leave, err := c.enter(ctx)
+	var bp backend.DeadPage
+	err = c.call(ctx, func(ctx context.Context) error {
+		var err error
+		bp, err = dl.DeadList(ctx, queue, backend.DeadListParams{Kind: p.Kind, Limit: p.Limit, Cursor: p.Cursor})
+		return err
+	})
 	if err != nil {
 		return DeadPage{}, err
 	}
-	defer leave()
-	page, err := dl.DeadList(cctx, queue, p)
-	return page, c.done(ctx, err)
+	page := DeadPage{Letters: make([]DeadLetter, len(bp.Letters)), Next: bp.Next}
+	for i := range bp.Letters {
+		page.Letters[i] = deadLetterFrom(&bp.Letters[i])
+	}
+	return page, nil
 }
 
 // DeadReplay moves the dead letters f selects back to ready with attempts
 // reset (dedup keys are dropped) and returns how many moved.
 func (c *Client) DeadReplay(ctx context.Context, queue string, f DeadFilter) (int, error) {
 	return c.deadOp(ctx, queue, f, func(ctx context.Context, dl backend.DeadLetterer) (int, error) {
-		return dl.DeadReplay(ctx, queue, f)
+		return dl.DeadReplay(ctx, queue, backend.DeadFilter{IDs: f.IDs, Kind: f.Kind})
 	})
 }
 
 // DeadPurge deletes the dead letters f selects and returns how many.
 func (c *Client) DeadPurge(ctx context.Context, queue string, f DeadFilter) (int, error) {
 	return c.deadOp(ctx, queue, f, func(ctx context.Context, dl backend.DeadLetterer) (int, error) {
-		return dl.DeadPurge(ctx, queue, f)
+		return dl.DeadPurge(ctx, queue, backend.DeadFilter{IDs: f.IDs, Kind: f.Kind})
 	})
 }
 
@@ -101,26 +164,23 @@ func (c *Client) deadOp(ctx context.Context, queue string, f DeadFilter, op func
 	if f.IDs != nil && len(f.IDs) == 0 {
 		return 0, nil // an explicit empty selection selects nothing
 	}
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer leave()
-	n, err := op(cctx, dl)
-	return n, c.done(ctx, err)
+	var n int
+	err = c.call(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = op(ctx, dl)
+		return err
+	})
+	return n, err
 }
 
 // Ping checks the broker is reachable, where the driver can tell.
 func (c *Client) Ping(ctx context.Context) error {
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	if p, ok := c.drv.(backend.Pinger); ok {
-		return c.done(ctx, p.Ping(cctx))
-	}
-	return nil
+	return c.call(ctx, func(ctx context.Context) error {
+		if p, ok := c.drv.(backend.Pinger); ok {
+			return p.Ping(ctx)
+		}
+		return nil
+	})
 }
 
 // QueueList returns the names of the queues that hold a message (ready,
@@ -132,13 +192,13 @@ func (c *Client) QueueList(ctx context.Context) ([]string, error) {
 	if !ok {
 		return nil, &UnsupportedError{Driver: c.name, Capability: "queue listing"}
 	}
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer leave()
-	qs, err := ql.QueueList(cctx)
-	return qs, c.done(ctx, err)
+	var qs []string
+	err := c.call(ctx, func(ctx context.Context) error {
+		var err error
+		qs, err = ql.QueueList(ctx)
+		return err
+	})
+	return qs, err
 }
 
 // QueueDeleteParams tune QueueDelete.
@@ -176,10 +236,5 @@ func (c *Client) QueueDelete(ctx context.Context, queue string, p QueueDeletePar
 			return fmt.Errorf("%w: %s holds %d ready, %d delayed, %d leased and %d dead (set QueueDeleteParams.Force to delete it anyway)", ErrQueueNotEmpty, queue, s.Ready, s.Delayed, s.Leased, s.Dead)
 		}
 	}
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	return c.done(ctx, qd.QueueDelete(cctx, queue))
+	return c.call(ctx, func(ctx context.Context) error { return qd.QueueDelete(ctx, queue) })
 }

@@ -311,18 +311,15 @@ func (c *Client) setPause(ctx context.Context, queue string, pause bool) error {
 	if c.marker == nil {
 		return &UnsupportedError{Driver: c.name, Capability: "pausing queues (marks)"}
 	}
-	cctx, leave, err := c.enter(ctx)
+	err := c.call(ctx, func(ctx context.Context) error {
+		if pause {
+			_, err := c.marker.MarkSet(ctx, queue, markPause, time.Time{}, false)
+			return err
+		}
+		return c.marker.MarkDelete(ctx, queue, markPause)
+	})
 	if err != nil {
 		return err
-	}
-	defer leave()
-	if pause {
-		_, err = c.marker.MarkSet(cctx, queue, markPause, time.Time{}, false)
-	} else {
-		err = c.marker.MarkDelete(cctx, queue, markPause)
-	}
-	if err != nil {
-		return c.done(ctx, err)
 	}
 	qc := c.control(queue)
 	qc.mu.Lock()
@@ -342,13 +339,13 @@ func (c *Client) QueuePaused(ctx context.Context, queue string) (bool, error) {
 	if c.marker == nil {
 		return false, &UnsupportedError{Driver: c.name, Capability: "pausing queues (marks)"}
 	}
-	cctx, leave, err := c.enter(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer leave()
-	paused, err := c.marker.MarkGet(cctx, queue, markPause)
-	return paused, c.done(ctx, err)
+	var paused bool
+	err := c.call(ctx, func(ctx context.Context) error {
+		var err error
+		paused, err = c.marker.MarkGet(ctx, queue, markPause)
+		return err
+	})
+	return paused, err
 }
 
 // MessageCancel cancels the message id of queue. A message that is ready
@@ -372,13 +369,12 @@ func (c *Client) MessageCancel(ctx context.Context, queue, id string) error {
 	if c.lister == nil {
 		return &UnsupportedError{Driver: c.name, Capability: "cancelling messages (listing marks)"}
 	}
-	cctx, leave, err := c.enter(ctx)
+	err := c.call(ctx, func(ctx context.Context) error {
+		_, err := c.marker.MarkSet(ctx, queue, markCancelPrefix+id, time.Now().Add(CancelHold), false)
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	defer leave()
-	if _, err := c.marker.MarkSet(cctx, queue, markCancelPrefix+id, time.Now().Add(CancelHold), false); err != nil {
-		return c.done(ctx, err)
 	}
 	qc := c.control(queue)
 	qc.mu.Lock()

@@ -25,7 +25,10 @@ func BenchmarkControlCost(b *testing.B) {
 		{"with-marks", func(d backend.Driver) backend.Driver { return d }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			c := fila.New(tc.wrap(memory.NewBroker(memory.BrokerOptions{}).Open()))
+			c, err := fila.New(tc.wrap(memory.NewBroker(memory.BrokerOptions{}).Open()))
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer c.Close()
 			ctx := context.Background()
 			msgs := make([]fila.Message, 100)

@@ -13,7 +13,10 @@ import (
 // Without marks, job control is refused with ErrUnsupported and receiving
 // works as before.
 func TestControlWithoutMarks(t *testing.T) {
-	c := fila.New(plainDriver{memory.NewBroker(memory.BrokerOptions{}).Open()})
+	c, err := fila.New(plainDriver{memory.NewBroker(memory.BrokerOptions{}).Open()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	ctx := context.Background()
 	for what, err := range map[string]error{
@@ -48,7 +51,10 @@ func TestControlWithoutMarks(t *testing.T) {
 
 // Bad arguments to job control are ErrInvalid.
 func TestControlBadInput(t *testing.T) {
-	c := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	c, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	ctx := context.Background()
 	for what, err := range map[string]error{
@@ -75,7 +81,10 @@ func TestControlBadInput(t *testing.T) {
 // must not deadlock (a refresh used to read a delivery's deadline while a
 // batch ack held it and waited for the refresh's lock).
 func TestControlRefreshDuringSettlements(t *testing.T) {
-	c := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open(), fila.WithControlInterval(10*time.Millisecond))
+	c, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open(), fila.WithControlInterval(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -38,8 +38,6 @@ type Delivery struct {
 	receipt  string
 	deadline time.Time
 	settled  bool
-	// runAt is set on deliveries taken early by a relay (ReceiveDelayed).
-	runAt time.Time
 	// cancelled is closed when a cancel of the message reaches the client;
 	// nil when the driver cannot cancel.
 	cancelled  chan struct{}
@@ -115,12 +113,7 @@ func (d *Delivery) settle(ctx context.Context, op func(ctx context.Context) erro
 	if d.settled {
 		return ErrLeaseLost
 	}
-	cctx, leave, err := d.c.enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	err = d.c.done(ctx, op(cctx))
+	err := d.c.call(ctx, op)
 	if err == nil || err == ErrLeaseLost || isLeaseLost(err) || errors.Is(err, ErrCancelled) {
 		d.settled = true
 		d.c.settled(d)
@@ -215,14 +208,13 @@ func (d *Delivery) Extend(ctx context.Context, lease time.Duration) error {
 	if d.settled {
 		return ErrLeaseLost
 	}
-	cctx, leave, err := d.c.enter(ctx)
-	if err != nil {
+	var deadline time.Time
+	err := d.c.call(ctx, func(ctx context.Context) error {
+		var err error
+		deadline, err = d.c.drv.Extend(ctx, d.ref(), lease)
 		return err
-	}
-	defer leave()
-	deadline, err := d.c.drv.Extend(cctx, d.ref(), lease)
+	})
 	if err != nil {
-		err = d.c.done(ctx, err)
 		if isLeaseLost(err) {
 			d.settled = true
 		}

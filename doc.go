@@ -82,12 +82,17 @@
 // A driver registers a URL scheme when its package is imported:
 // github.com/fila-go/fila/memory (mem://), .../postgres (postgres://),
 // .../redis (redis://), .../rabbitmq (amqp://) and .../mongo (mongodb://).
+// Each driver package follows one convention, like database/sql's: its
+// Open(ctx, *url.URL, backend.OpenOptions) (backend.Driver, error) is the
+// backend.Opener it registers, and its New builds a *Driver from Go values
+// (a pool or client the application already has, or Options) for fila.New
+// (memory builds drivers with NewBroker(...).Open()).
 // Optional capabilities return ErrUnsupported (an UnsupportedError naming
 // the driver and the capability) where a driver lacks them: dedup keys,
 // dead-letter management, stats, transactional enqueue (EnqueueTx), queue
 // listing and deletion, marks (which queue pause, unique periods and
 // periodic jobs need) and listing them (which MessageCancel needs), and, for
-// moving a queue between brokers with a Relay, taking delayed messages early
+// moving a queue between brokers with a relay, taking delayed messages early
 // and importing dead letters. Each driver's package documentation says which
 // it lacks. The rules every driver keeps are stated in CONTRACT.md at the
 // root of the repository; package backend is the interface a driver

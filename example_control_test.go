@@ -14,14 +14,17 @@ import (
 // on.
 func ExampleClient_QueuePause() {
 	ctx := context.Background()
-	client := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	client, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	_ = client.QueuePause(ctx, "emails")
 	_, _ = client.Enqueue(ctx, "emails", fila.Message{Kind: "email.send"})
 
 	wait, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	_, err := client.Receive(wait, "emails", fila.ReceiveParams{})
+	_, err = client.Receive(wait, "emails", fila.ReceiveParams{})
 	cancel()
 	fmt.Println("while paused:", err)
 
@@ -36,7 +39,10 @@ func ExampleClient_QueuePause() {
 // A cancelled message is dead-lettered instead of handed out.
 func ExampleClient_MessageCancel() {
 	ctx := context.Background()
-	client := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	client, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	id, _ := client.Enqueue(ctx, "emails", fila.Message{Kind: "email.send", Delay: time.Hour})
@@ -52,7 +58,10 @@ func ExampleClient_MessageCancel() {
 // A unique period keeps a dedup key held after its message completed.
 func ExampleMessage_uniqueFor() {
 	ctx := context.Background()
-	client := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	client, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	daily := fila.Message{Kind: "report", DedupKey: "report-2026-12-01", UniqueFor: 24 * time.Hour}
@@ -60,7 +69,7 @@ func ExampleMessage_uniqueFor() {
 	ds, _ := client.Receive(ctx, "reports", fila.ReceiveParams{})
 	_ = ds[0].Ack(ctx)
 
-	_, err := client.Enqueue(ctx, "reports", daily)
+	_, err = client.Enqueue(ctx, "reports", daily)
 	fmt.Println(errors.Is(err, fila.ErrDuplicate))
 	// Output:
 	// true

@@ -101,9 +101,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 		}
 		return nil, invalidf("%s", msg)
 	}
-	o := defaultOptions()
-	for _, f := range opts {
-		f(&o)
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	drv, err := opener(ctx, u, backend.OpenOptions{Logger: o.logger})
 	if err != nil {
@@ -117,7 +117,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", Redact(rawURL), err)
 	}
-	return New(drv, opts...), nil
+	c, err := New(drv, opts...)
+	if err != nil {
+		_ = drv.Close() // cannot happen: the options were checked above
+		return nil, err
+	}
+	return c, nil
 }
 
 // Redact returns rawURL with its credentials replaced by "xxxxx", for logs

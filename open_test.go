@@ -6,10 +6,11 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
-	_ "github.com/fila-go/fila/memory"
+	"github.com/fila-go/fila/memory"
 )
 
 func TestOpenErrors(t *testing.T) {
@@ -86,4 +87,45 @@ func TestRegisterPanicsOnDuplicate(t *testing.T) {
 		}
 	}()
 	fila.Register("mem", func(context.Context, *url.URL, backend.OpenOptions) (backend.Driver, error) { return nil, nil })
+}
+
+// TestBadOptions checks that an option value out of range fails Open and
+// New with ErrInvalid instead of being ignored, and that the range's ends
+// are accepted.
+func TestBadOptions(t *testing.T) {
+	ctx := context.Background()
+	bad := map[string]fila.Option{
+		"WithLease(0)":                fila.WithLease(0),
+		"WithLease(8 days)":           fila.WithLease(fila.MaxLease + time.Nanosecond),
+		"WithMaxAttempts(0)":          fila.WithMaxAttempts(0),
+		"WithMaxAttempts(limit+1)":    fila.WithMaxAttempts(fila.MaxAttemptsLimit + 1),
+		"WithMaxBodyBytes(0)":         fila.WithMaxBodyBytes(0),
+		"WithMaxBodyBytes(max+1)":     fila.WithMaxBodyBytes(fila.MaxBodyBytes + 1),
+		"WithLogger(nil)":             fila.WithLogger(nil),
+		"WithControlInterval(9ms)":    fila.WithControlInterval(9 * time.Millisecond),
+		"WithControlInterval(1m+1ns)": fila.WithControlInterval(time.Minute + time.Nanosecond),
+		"nil Option":                  nil,
+	}
+	for name, o := range bad {
+		if _, err := fila.Open(ctx, "mem://bad-options", o); !errors.Is(err, fila.ErrInvalid) {
+			t.Errorf("Open with %s = %v, want ErrInvalid", name, err)
+		}
+		if _, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open(), o); !errors.Is(err, fila.ErrInvalid) {
+			t.Errorf("New with %s = %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := fila.New(nil); !errors.Is(err, fila.ErrInvalid) {
+		t.Errorf("New(nil) = %v, want ErrInvalid", err)
+	}
+	good := []fila.Option{
+		fila.WithLease(fila.MinLease), fila.WithLease(fila.MaxLease),
+		fila.WithMaxAttempts(1), fila.WithMaxAttempts(fila.MaxAttemptsLimit),
+		fila.WithMaxBodyBytes(1), fila.WithMaxBodyBytes(fila.MaxBodyBytes),
+		fila.WithControlInterval(10 * time.Millisecond), fila.WithControlInterval(time.Minute),
+	}
+	c, err := fila.Open(ctx, "mem://good-options", good...)
+	if err != nil {
+		t.Fatalf("Open with the ends of every option's range: %v", err)
+	}
+	_ = c.Close()
 }

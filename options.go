@@ -1,6 +1,7 @@
 package fila
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -64,37 +65,59 @@ func defaultOptions() options {
 	}
 }
 
-// Option configures a Client.
-type Option func(*options)
+// Option configures a Client. An option given a value outside its range
+// makes Open and New fail with an ErrInvalid error naming it, instead of
+// being ignored.
+type Option func(*options) error
+
+// applyOptions returns the defaults with opts applied, or the first bad
+// option's error.
+func applyOptions(opts []Option) (options, error) {
+	o := defaultOptions()
+	for _, f := range opts {
+		if f == nil {
+			return o, invalidf("nil Option")
+		}
+		if err := f(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
 
 // WithLease sets the lease used when ReceiveParams.Lease is zero
-// (default 30s). Values below 1ms are ignored.
+// (default 30s), between MinLease and MaxLease.
 func WithLease(d time.Duration) Option {
-	return func(o *options) {
-		if d >= MinLease && d <= MaxLease {
-			o.lease = d
+	return func(o *options) error {
+		if err := validateLease(d); err != nil {
+			return fmt.Errorf("WithLease: %w", err)
 		}
+		o.lease = d
+		return nil
 	}
 }
 
 // WithMaxAttempts sets the max attempts of messages that do not set their own
-// (default 10). Values below 1 are ignored.
+// (default 10), between 1 and MaxAttemptsLimit.
 func WithMaxAttempts(n int) Option {
-	return func(o *options) {
-		if n >= 1 && n <= MaxAttemptsLimit {
-			o.maxAttempts = n
+	return func(o *options) error {
+		if n < 1 || n > MaxAttemptsLimit {
+			return invalidf("WithMaxAttempts(%d): must be between 1 and %d", n, MaxAttemptsLimit)
 		}
+		o.maxAttempts = n
+		return nil
 	}
 }
 
-// WithMaxBodyBytes sets the largest body Enqueue accepts (default 256 KiB);
-// larger bodies fail with ErrTooLarge. Values below 1 are ignored; values
-// above MaxBodyBytes are lowered to it.
+// WithMaxBodyBytes sets the largest body Enqueue accepts (default 256 KiB),
+// between 1 and MaxBodyBytes; larger bodies fail with ErrTooLarge.
 func WithMaxBodyBytes(n int) Option {
-	return func(o *options) {
-		if n >= 1 {
-			o.maxBodyBytes = min(n, MaxBodyBytes)
+	return func(o *options) error {
+		if n < 1 || n > MaxBodyBytes {
+			return invalidf("WithMaxBodyBytes(%d): must be between 1 and %d", n, MaxBodyBytes)
 		}
+		o.maxBodyBytes = n
+		return nil
 	}
 }
 
@@ -103,26 +126,31 @@ func WithMaxBodyBytes(n int) Option {
 // driver (connection lost and restored, reconnection failures, broker
 // warnings) and of the broker's client library where the driver can route
 // it. An outage is reported with a bounded number of lines at Info and
-// above (see the package documentation). Default slog.Default().
+// above (see the package documentation). Default slog.Default(); nil is
+// ErrInvalid.
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) {
-		if l != nil {
-			o.logger = l
+	return func(o *options) error {
+		if l == nil {
+			return invalidf("WithLogger(nil): pass a logger, or omit the option for slog.Default()")
 		}
+		o.logger = l
+		return nil
 	}
 }
 
 // WithControlInterval sets how often the client reads the pause and cancel
-// marks of the queues it works on (default DefaultControlInterval, 1s). It
-// bounds how long a QueuePause or MessageCancel made by any process takes
-// to reach this client: twice the interval for a pause, the interval for a
-// cancel of a message this client holds. Each queue costs one or two small
-// broker reads per interval while the client receives from it or holds its
-// messages. Values below 10ms or above 1 minute are ignored.
+// marks of the queues it works on (default DefaultControlInterval, 1s),
+// between 10ms and 1 minute. It bounds how long a QueuePause or
+// MessageCancel made by any process takes to reach this client: twice the
+// interval for a pause, the interval for a cancel of a message this client
+// holds. Each queue costs one or two small broker reads per interval while
+// the client receives from it or holds its messages.
 func WithControlInterval(d time.Duration) Option {
-	return func(o *options) {
-		if d >= 10*time.Millisecond && d <= time.Minute {
-			o.controlInterval = d
+	return func(o *options) error {
+		if d < 10*time.Millisecond || d > time.Minute {
+			return invalidf("WithControlInterval(%v): must be between 10ms and 1m", d)
 		}
+		o.controlInterval = d
+		return nil
 	}
 }

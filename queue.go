@@ -45,7 +45,8 @@ type Message struct {
 
 // ReceiveParams tune Receive.
 type ReceiveParams struct {
-	// Max is the most messages to return; 0 means 1. At most MaxReceive.
+	// Max is the most messages to return; 0 means 1. At most MaxReceive;
+	// negative is ErrInvalid.
 	Max int
 	// Lease is how long each delivery stays invisible to other consumers; 0
 	// means the client's default (WithLease). Negative is ErrInvalid.
@@ -76,11 +77,16 @@ type Client struct {
 }
 
 // New returns a Client over a driver value, for callers that build the
-// driver themselves (like sql.OpenDB). Most callers use Open.
-func New(drv backend.Driver, opts ...Option) *Client {
-	o := defaultOptions()
-	for _, f := range opts {
-		f(&o)
+// driver themselves (like sql.OpenDB). Most callers use Open. It fails,
+// with an ErrInvalid error, only for a nil driver or a bad option value; it
+// does not contact the broker.
+func New(drv backend.Driver, opts ...Option) (*Client, error) {
+	if drv == nil {
+		return nil, invalidf("New with a nil driver")
+	}
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	c := &Client{drv: drv, opts: o, name: "unnamed"}
 	c.closeCtx, c.cancel = context.WithCancel(context.Background())
@@ -97,8 +103,13 @@ func New(drv backend.Driver, opts ...Option) *Client {
 			c.lister = l
 		}
 	}
-	return c
+	return c, nil
 }
+
+// DriverName returns the short name of the client's driver ("postgres",
+// "redis", "rabbitmq", "mongo", "memory"), as errors and logs name it:
+// the driver's backend.Namer name, or "unnamed" for a driver without one.
+func (c *Client) DriverName() string { return c.name }
 
 // Driver returns the underlying driver, for driver-specific features.
 func (c *Client) Driver() backend.Driver { return c.drv }
@@ -118,6 +129,19 @@ func (c *Client) enter(ctx context.Context) (context.Context, func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.closeCtx, cancel)
 	return ctx, func() { stop(); cancel(); c.inflight.Done() }, nil
+}
+
+// call runs f under enter and maps its error with done: the sequence of
+// every Client method that calls the driver. EnqueueBatch, Receive and
+// AckBatch use enter and done themselves, because they map some errors and
+// not others (per-message and per-delivery results).
+func (c *Client) call(ctx context.Context, f func(context.Context) error) error {
+	cctx, leave, err := c.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	return c.done(ctx, f(cctx))
 }
 
 // done maps an error from a call made under enter: a cancellation caused by
@@ -243,10 +267,11 @@ func (c *Client) enqueueUnique(cctx, ctx context.Context, queue string, msgs []M
 }
 
 // EnqueueTx enqueues msgs inside a transaction the caller owns, so they
-// commit or roll back with the caller's own writes. The type of tx depends on
-// the driver (for PostgreSQL, a pgx.Tx); drivers without transactional
-// enqueue return ErrUnsupported.
-func (c *Client) EnqueueTx(ctx context.Context, tx any, queue string, msgs ...Message) ([]string, error) {
+// commit or roll back with the caller's own writes, and returns their ids in
+// order; the batch is checked and reported like EnqueueBatch's. The type of
+// tx depends on the driver (for PostgreSQL, a pgx.Tx); drivers without
+// transactional enqueue return ErrUnsupported.
+func (c *Client) EnqueueTx(ctx context.Context, tx any, queue string, msgs []Message) ([]string, error) {
 	txe, ok := c.drv.(backend.TxEnqueuer)
 	if !ok {
 		return nil, &UnsupportedError{Driver: c.name, Capability: "transactional enqueue"}
@@ -260,14 +285,14 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, queue string, msgs ...Me
 			return nil, invalidf("EnqueueTx cannot hold a dedup key for a period (UniqueFor): the hold would not roll back with the transaction")
 		}
 	}
-	cctx, leave, err := c.enter(ctx)
+	var res []backend.EnqueueResult
+	err = c.call(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = txe.EnqueueTx(ctx, tx, queue, bms)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	defer leave()
-	res, err := txe.EnqueueTx(cctx, tx, queue, bms)
-	if err != nil {
-		return nil, c.done(ctx, err)
 	}
 	return enqueueIDs(queue, bms, res)
 }

@@ -44,7 +44,9 @@ type Driver interface {
 	Close() error
 }
 
-// Opener opens a driver from a URL whose scheme it was registered for. It
+// Opener opens a driver from a URL whose scheme it was registered for. Each
+// driver package exports its Opener as Open and registers it with
+// fila.Register from init. It
 // must reject query parameters it does not know with an ErrInvalid error,
 // connect to the broker and check that it answers before returning (within
 // ctx), and keep the URL's credentials out of its errors (see RedactError).

@@ -8,7 +8,10 @@ type Message struct {
 	// drivers store it unchanged and return it in deliveries.
 	ID   string
 	Kind string
-	// Body is never nil; it may be empty.
+	// Body is never nil in messages handed to a driver (the portable layer
+	// guarantees it, so drivers need not check); it may be empty. In the
+	// deliveries and dead letters a driver returns, nil also means empty:
+	// the portable layer hands out an empty slice.
 	Body    []byte
 	Headers map[string]string
 	// RunAt, when not zero, is the absolute time the message becomes ready.

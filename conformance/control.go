@@ -285,7 +285,7 @@ func (s *suite) testUniqueFor(t *testing.T) {
 		if err != nil {
 			t.Fatalf("BeginTx: %v", err)
 		}
-		_, err = c.EnqueueTx(ctx, tx.Value, q, fila.Message{Kind: "k", DedupKey: "tx", UniqueFor: time.Second})
+		_, err = c.EnqueueTx(ctx, tx.Value, q, []fila.Message{{Kind: "k", DedupKey: "tx", UniqueFor: time.Second}})
 		wantErr(t, "EnqueueTx with UniqueFor", err, fila.ErrInvalid)
 		_ = tx.Rollback(ctx)
 	}

@@ -27,7 +27,10 @@ func (s *suite) rawClient(t *testing.T) (backend.Driver, *fila.Client) {
 	if err != nil {
 		t.Fatalf("Harness.Open: %v", err)
 	}
-	c := fila.New(drv, fila.WithLease(s.h.Lease), fila.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	c, err := fila.New(drv, fila.WithLease(s.h.Lease), fila.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return drv, c
 }

@@ -134,7 +134,10 @@ func (s *suite) client(t *testing.T, opts ...fila.Option) *fila.Client {
 		fila.WithLease(s.h.Lease),
 		fila.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	}, opts...)
-	c := fila.New(drv, opts...)
+	c, err := fila.New(drv, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -19,7 +19,7 @@ func (s *suite) testTx(t *testing.T) {
 	if err != nil {
 		t.Fatalf("BeginTx: %v", err)
 	}
-	ids, err := c.EnqueueTx(ctx, tx.Value, q, fila.Message{Kind: "committed"}, fila.Message{Kind: "committed"})
+	ids, err := c.EnqueueTx(ctx, tx.Value, q, []fila.Message{{Kind: "committed"}, {Kind: "committed"}})
 	if err != nil {
 		_ = tx.Rollback(ctx)
 		t.Fatalf("EnqueueTx: %v", err)
@@ -39,7 +39,7 @@ func (s *suite) testTx(t *testing.T) {
 	if err != nil {
 		t.Fatalf("BeginTx: %v", err)
 	}
-	if _, err := c.EnqueueTx(ctx, tx.Value, q, fila.Message{Kind: "rolled-back"}); err != nil {
+	if _, err := c.EnqueueTx(ctx, tx.Value, q, []fila.Message{{Kind: "rolled-back"}}); err != nil {
 		t.Fatalf("EnqueueTx: %v", err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -47,6 +47,6 @@ func (s *suite) testTx(t *testing.T) {
 	}
 	expectNone(t, cons, q, s.h.WakeupBound, "after rollback")
 
-	_, err = c.EnqueueTx(ctx, "not a transaction", q, fila.Message{Kind: "k"})
+	_, err = c.EnqueueTx(ctx, "not a transaction", q, []fila.Message{{Kind: "k"}})
 	wantErr(t, "EnqueueTx with a value that is not a transaction", err, fila.ErrInvalid)
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	fila.Register("mem", openURL)
+	fila.Register("mem", Open)
 }
 
 // Broker is an in-process message broker holding any number of queues.
@@ -76,7 +76,11 @@ func Named(name string) *Broker {
 	return b
 }
 
-func openURL(_ context.Context, u *url.URL, _ backend.OpenOptions) (backend.Driver, error) {
+// Open opens a driver from a mem:// URL (the backend.Opener fila.Open uses
+// for the mem scheme): mem://NAME opens a driver on Named(NAME), mem:// on
+// Named("default"). The context and options are not used: there is nothing
+// to connect to.
+func Open(_ context.Context, u *url.URL, _ backend.OpenOptions) (backend.Driver, error) {
 	p := backend.NewURLParams(u)
 	if err := p.Done(); err != nil {
 		return nil, err

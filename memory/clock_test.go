@@ -14,7 +14,10 @@ import (
 func TestFakeClockDrivesLeasesAndDelays(t *testing.T) {
 	clk := memory.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := memory.NewBroker(memory.BrokerOptions{Clock: clk})
-	c := fila.New(b.Open())
+	c, err := fila.New(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -14,7 +14,7 @@
 // control time) and wrap each of its drivers with fila.New:
 //
 //	b := memory.NewBroker(memory.BrokerOptions{Clock: memory.NewFakeClock(start)})
-//	client := fila.New(b.Open())
+//	client, err := fila.New(b.Open())
 //
 // Each [Broker.Open], like each fila.Open of the same mem:// URL, returns
 // an independent driver instance over the same queues, as separate

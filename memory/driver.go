@@ -174,10 +174,7 @@ func (m *msg) delivery() backend.Delivery {
 // broker stores and hands out copies only, so neither a producer reusing its
 // buffer nor a consumer changing what it received changes a stored message.
 func cloneMessage(m backend.Message) backend.Message {
-	m.Body = bytes.Clone(m.Body)
-	if m.Body == nil {
-		m.Body = []byte{}
-	}
+	m.Body = bytes.Clone(m.Body) // an empty body stays non-nil
 	if m.Headers != nil {
 		m.Headers = maps.Clone(m.Headers)
 	}

@@ -44,7 +44,7 @@ func (d *Driver) enqueueAtomic(ctx context.Context, queue string, msgs []backend
 		out, err := sess.WithTransaction(ctx, func(sctx context.Context) (any, error) {
 			return d.insert(sctx, d.msgs, queue, msgs, true)
 		}, txOpts)
-		if errors.Is(err, errDedupRace) && try < 3 {
+		if errors.Is(err, errDedupRace) && try+1 < backend.DedupRounds {
 			continue // the key's holder is visible now
 		}
 		if err != nil {
@@ -108,22 +108,18 @@ func (d *Driver) insert(ctx context.Context, coll *gomongo.Collection, queue str
 	now := time.Now()
 	res := make([]backend.EnqueueResult, len(msgs))
 	docs := make([]*msgDoc, len(msgs))
-	firstWithKey := map[string]int{}
-	dupOfBatch := map[int]int{} // index → earlier index with the same key
+	dupOfBatch := backend.BatchDuplicates(msgs) // index → earlier index with the same key
 	var pending []int
+	hasKeys := false
 	for i := range msgs {
 		res[i].ID = msgs[i].ID
 		docs[i] = newMsgDoc(queue, &msgs[i], now)
-		if k := msgs[i].DedupKey; k != "" {
-			if j, ok := firstWithKey[k]; ok {
-				dupOfBatch[i] = j
-				continue
-			}
-			firstWithKey[k] = i
+		hasKeys = hasKeys || msgs[i].DedupKey != ""
+		if _, dup := dupOfBatch[i]; !dup {
+			pending = append(pending, i)
 		}
-		pending = append(pending, i)
 	}
-	if inTx && len(firstWithKey) > 0 {
+	if inTx && hasKeys {
 		var keys []string
 		for _, i := range pending {
 			if docs[i].DedupKey != "" {
@@ -136,14 +132,16 @@ func (d *Driver) insert(ctx context.Context, coll *gomongo.Collection, queue str
 		}
 		pending = markHeld(pending, docs, res, holders)
 	}
-	for try := 0; len(pending) > 0; try++ {
+	// Keys whose holder is gone by the look-up are inserted again, in the
+	// next round.
+	err := backend.StoreRounds(pending, func(pending []int) ([]int, error) {
 		batch := make([]any, len(pending))
 		for n, i := range pending {
 			batch[n] = docs[i]
 		}
 		_, err := coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(inTx))
 		if err == nil {
-			break
+			return nil, nil
 		}
 		idx, dupOnly := dupKeyIndexes(err)
 		if !dupOnly {
@@ -151,9 +149,6 @@ func (d *Driver) insert(ctx context.Context, coll *gomongo.Collection, queue str
 		}
 		if inTx {
 			return nil, errDedupRace
-		}
-		if try >= 5 {
-			return nil, fmt.Errorf("dedup keys keep changing hands: %w", err)
 		}
 		refused := make([]int, 0, len(idx))
 		var keys []string
@@ -169,8 +164,10 @@ func (d *Driver) insert(ctx context.Context, coll *gomongo.Collection, queue str
 		if err != nil {
 			return nil, err
 		}
-		// Keys whose holder is gone by now are inserted again.
-		pending = markHeld(refused, docs, res, holders)
+		return markHeld(refused, docs, res, holders), nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i, j := range dupOfBatch {
 		res[i] = backend.EnqueueResult{ID: res[j].ID, Duplicate: true}

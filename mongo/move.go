@@ -102,7 +102,7 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 			ID:          l.ID,
 			Queue:       queue,
 			Kind:        l.Kind,
-			Body:        bodyOf(l.Body),
+			Body:        l.Body,
 			Headers:     encodeHeaders(l.Headers),
 			Attempts:    l.Attempts,
 			MaxAttempts: l.MaxAttempts,

@@ -239,19 +239,12 @@ func decodeHeaders(h []header) map[string]string {
 	return out
 }
 
-func bodyOf(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
-
 func newMsgDoc(queue string, m *backend.Message, now time.Time) *msgDoc {
 	doc := &msgDoc{
 		ID:          m.ID,
 		Queue:       queue,
 		Kind:        m.Kind,
-		Body:        bodyOf(m.Body),
+		Body:        m.Body,
 		Headers:     encodeHeaders(m.Headers),
 		Due:         dueTime(now, m.Due(now)),
 		Attempts:    m.Attempts,
@@ -269,7 +262,7 @@ func (doc *msgDoc) message() backend.Message {
 	return backend.Message{
 		ID:          doc.ID,
 		Kind:        doc.Kind,
-		Body:        bodyOf(doc.Body),
+		Body:        doc.Body,
 		Headers:     decodeHeaders(doc.Headers),
 		RunAt:       doc.RunAt,
 		DedupKey:    plainKey(doc.DedupKey),
@@ -293,7 +286,7 @@ func (doc *msgDoc) deadDoc(reason, receipt string, attempts int, now time.Time) 
 		ID:          doc.ID,
 		Queue:       doc.Queue,
 		Kind:        doc.Kind,
-		Body:        bodyOf(doc.Body),
+		Body:        doc.Body,
 		Headers:     doc.Headers,
 		Attempts:    attempts,
 		MaxAttempts: doc.MaxAttempts,
@@ -312,7 +305,7 @@ func (dd *deadDoc) letter() backend.DeadLetter {
 		Message: backend.Message{
 			ID:          dd.ID,
 			Kind:        dd.Kind,
-			Body:        bodyOf(dd.Body),
+			Body:        dd.Body,
 			Headers:     decodeHeaders(dd.Headers),
 			RunAt:       dd.RunAt,
 			DedupKey:    dd.DedupKey,
@@ -333,7 +326,7 @@ func (dd *deadDoc) replayDoc(now time.Time) *msgDoc {
 		ID:          dd.ID,
 		Queue:       dd.Queue,
 		Kind:        dd.Kind,
-		Body:        bodyOf(dd.Body),
+		Body:        dd.Body,
 		Headers:     dd.Headers,
 		Due:         floorMS(now),
 		MaxAttempts: dd.MaxAttempts,

@@ -53,9 +53,6 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 				return err
 			}
 		}
-		if l.Body == nil {
-			l.Body = []byte{}
-		}
 		page.Letters = append(page.Letters, l)
 		l = backend.DeadLetter{}
 		return nil

@@ -56,7 +56,7 @@
 // Client.EnqueueTx takes a pgx.Tx (or any [Querier]) and stores the
 // messages inside the caller's transaction: they, and the notification
 // that wakes receivers, take effect when the caller commits and vanish on
-// rollback. This makes a transactional outbox, which fila.Relay can forward
+// rollback. This makes a transactional outbox, which relay.Relay can forward
 // to any other broker. A dedup key held by a message of another
 // transaction that has not committed yet makes EnqueueTx wait for that
 // transaction.

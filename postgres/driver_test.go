@@ -40,7 +40,10 @@ func newDriver(t testing.TB, pool *pgxpool.Pool, o postgres.Options) *postgres.D
 }
 
 func newClient(t testing.TB, drv backend.Driver) *fila.Client {
-	c := fila.New(drv, fila.WithLogger(quietLogger))
+	c, err := fila.New(drv, fila.WithLogger(quietLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -300,7 +303,7 @@ func TestListenConnectionKilled(t *testing.T) {
 			return !postgres.ListenerUp(consumer) || !slices.Contains(listeners(), pid)
 		})
 		start := time.Now()
-		if _, err := fila.New(consumer).Enqueue(ctx, q, fila.Message{Kind: "after-kill"}); err != nil {
+		if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "after-kill"}); err != nil {
 			t.Fatalf("Enqueue: %v", err)
 		}
 		select {
@@ -317,7 +320,7 @@ func TestListenConnectionKilled(t *testing.T) {
 	got := receive()
 	waitFor(t, 10*time.Second, "the LISTEN connection to come back", func() bool { return postgres.ListenerUp(consumer) })
 	start := time.Now()
-	if _, err := fila.New(consumer).Enqueue(ctx, q, fila.Message{Kind: "after-reconnect"}); err != nil {
+	if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "after-reconnect"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {
@@ -382,7 +385,7 @@ func TestTxEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EnqueueTx(ctx, tx, q, fila.Message{Kind: "committed"}, fila.Message{Kind: "committed"}); err != nil {
+	if _, err := c.EnqueueTx(ctx, tx, q, []fila.Message{{Kind: "committed"}, {Kind: "committed"}}); err != nil {
 		t.Fatalf("EnqueueTx: %v", err)
 	}
 	if n := count(); n != 0 {
@@ -399,7 +402,7 @@ func TestTxEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EnqueueTx(ctx, tx, q, fila.Message{Kind: "rolled-back", DedupKey: "k"}); err != nil {
+	if _, err := c.EnqueueTx(ctx, tx, q, []fila.Message{{Kind: "rolled-back", DedupKey: "k"}}); err != nil {
 		t.Fatalf("EnqueueTx: %v", err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -418,11 +421,11 @@ func TestTxEnqueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EnqueueTx(ctx, conn, q, fila.Message{Kind: "conn"}); err != nil {
+	if _, err := c.EnqueueTx(ctx, conn, q, []fila.Message{{Kind: "conn"}}); err != nil {
 		t.Errorf("EnqueueTx(*pgxpool.Conn): %v", err)
 	}
 	conn.Release()
-	if _, err := c.EnqueueTx(ctx, "not a tx", q, fila.Message{Kind: "x"}); !errors.Is(err, fila.ErrInvalid) {
+	if _, err := c.EnqueueTx(ctx, "not a tx", q, []fila.Message{{Kind: "x"}}); !errors.Is(err, fila.ErrInvalid) {
 		t.Errorf("EnqueueTx(string): want ErrInvalid, got %v", err)
 	}
 	if n := count(); n != 4 {
@@ -525,7 +528,10 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	client := fila.New(drv)
+	client, err := fila.New(drv)
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	fmt.Println(drv.Schema())
 }

@@ -86,10 +86,7 @@ func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
 		m := &msgs[i]
 		a.ids[i] = m.ID
 		a.kinds[i] = m.Kind
-		a.bodies[i] = m.Body
-		if a.bodies[i] == nil {
-			a.bodies[i] = []byte{}
-		}
+		a.bodies[i] = m.Body // never nil (backend.Message)
 		if len(m.Headers) > 0 {
 			b, err := json.Marshal(m.Headers)
 			if err != nil {
@@ -141,12 +138,8 @@ func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []ba
 		pending[i] = i
 	}
 	// A duplicate whose holder is acked between our INSERT and the holder
-	// lookup frees its key: store it on the next round. Three rounds end
-	// any realistic race.
-	for round := 0; len(pending) > 0; round++ {
-		if round == 3 {
-			return nil, fmt.Errorf("fila/postgres: enqueue: %w: dedup keys kept changing hands", ErrUnavailable)
-		}
+	// lookup frees its key: store it on the next round.
+	err := backend.StoreRounds(pending, func(pending []int) ([]int, error) {
 		batch := make([]backend.Message, len(pending))
 		for j, i := range pending {
 			batch[j] = msgs[i]
@@ -163,7 +156,10 @@ func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []ba
 			}
 			res[i] = sub[j]
 		}
-		pending = next
+		return next, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fila/postgres: enqueue: %w", err)
 	}
 	return res, nil
 }
@@ -227,25 +223,17 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 	}
 	// Some keys were taken: by an earlier message of this batch, or by a
 	// pending message stored before.
-	byKey := map[string]string{}
+	dupOf := backend.BatchDuplicates(msgs)
 	var missing []string
 	for i := range msgs {
 		m := &msgs[i]
 		if inserted[lower(m.ID)] {
 			res[i].ID = m.ID
-			if m.DedupKey != "" {
-				byKey[m.DedupKey] = m.ID
-			}
-		}
-	}
-	for i := range msgs {
-		m := &msgs[i]
-		if inserted[lower(m.ID)] {
 			continue
 		}
 		res[i].Duplicate = true
-		if id, ok := byKey[m.DedupKey]; ok {
-			res[i].ID = id
+		if j, ok := dupOf[i]; ok && inserted[lower(msgs[j].ID)] {
+			res[i].ID = msgs[j].ID
 		} else {
 			missing = append(missing, m.DedupKey)
 		}

@@ -44,7 +44,10 @@ func Example_transactionalEnqueue() {
 		fmt.Println(err)
 		return
 	}
-	client := fila.New(drv)
+	client, err := fila.New(drv)
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+schema+".orders (id int PRIMARY KEY, email text NOT NULL)"); err != nil {
 		fmt.Println(err)
@@ -61,10 +64,10 @@ func Example_transactionalEnqueue() {
 			return err
 		}
 		// The message is written by the same transaction.
-		if _, err := client.EnqueueTx(ctx, tx, "emails", fila.Message{
+		if _, err := client.EnqueueTx(ctx, tx, "emails", []fila.Message{{
 			Kind: "order.confirmation",
 			Body: []byte(fmt.Sprint(id)),
-		}); err != nil {
+		}}); err != nil {
 			return err
 		}
 		if !commit {

@@ -60,11 +60,7 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 		ids = append(ids, l.ID)
 		kinds = append(kinds, l.Kind)
 		reasons = append(reasons, textSafe(l.Reason))
-		body := l.Body
-		if body == nil {
-			body = []byte{}
-		}
-		bodies = append(bodies, body)
+		bodies = append(bodies, l.Body)
 		var h pgtype.Text
 		if len(l.Headers) > 0 {
 			b, err := json.Marshal(l.Headers)

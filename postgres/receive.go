@@ -107,9 +107,6 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 				return err
 			}
 		}
-		if c.Body == nil {
-			c.Body = []byte{}
-		}
 		out = append(out, c)
 		c = claimed{}
 		return nil

@@ -440,9 +440,3 @@ func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 	})
 	return mapErr(ctx, "delete queue", err)
 }
-
-// DeleteQueue is QueueDelete under its older name, kept for existing
-// callers (tests and tools written before backend.QueueDeleter).
-func (d *Driver) DeleteQueue(ctx context.Context, queue string) error {
-	return d.QueueDelete(ctx, queue)
-}

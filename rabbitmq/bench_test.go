@@ -78,14 +78,18 @@ func filaBench(b *testing.B) (*fila.Client, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := rabbitmq.Open(context.Background(), u, backend.OpenOptions{})
+	drv, err := rabbitmq.Open(context.Background(), u, backend.OpenOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	d := drv.(*rabbitmq.Driver)
 	q := fmt.Sprintf("bench-fila-%d", time.Now().UnixNano())
-	c := fila.New(d)
+	c, err := fila.New(d)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(func() {
-		_ = d.DeleteQueue(context.Background(), q)
+		_ = d.QueueDelete(context.Background(), q)
 		_ = c.Close()
 	})
 	return c, q

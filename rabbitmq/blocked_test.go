@@ -21,10 +21,11 @@ func openTest(t *testing.T) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Open(context.Background(), u, backend.OpenOptions{})
+	drv, err := Open(context.Background(), u, backend.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := drv.(*Driver)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
@@ -43,7 +44,7 @@ func TestBlockedConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	q := "rmqtest-blocked-" + d.nonce
-	defer func() { _ = d.DeleteQueue(context.Background(), q) }()
+	defer func() { _ = d.QueueDelete(context.Background(), q) }()
 	s, err := d.session(ctx, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -71,11 +72,11 @@ func TestQueueDeletedBehindTheDriver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	q := "rmqtest-deleted-" + d.nonce
-	defer func() { _ = d.DeleteQueue(context.Background(), q) }()
+	defer func() { _ = d.QueueDelete(context.Background(), q) }()
 	if _, err := d.Enqueue(ctx, q, []backend.Message{testMsg("a")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.DeleteQueue(ctx, q); err != nil {
+	if err := other.QueueDelete(ctx, q); err != nil {
 		t.Fatal(err)
 	}
 	_, err := d.Enqueue(ctx, q, []backend.Message{testMsg("b")})

@@ -92,9 +92,6 @@ func decode(dv *amqp.Delivery) backend.Message {
 		Body:        bytes.Clone(dv.Body),
 		MaxAttempts: int(intHeader(dv.Headers, hMax)),
 	}
-	if m.Body == nil {
-		m.Body = []byte{}
-	}
 	if ms := intHeader(dv.Headers, hEnqueued); ms != 0 {
 		m.EnqueuedAt = time.UnixMilli(ms)
 	} else {

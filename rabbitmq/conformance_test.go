@@ -67,7 +67,7 @@ func (tr *tracker) open(ctx context.Context) (*tracked, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tracked{Driver: d, tr: tr}, nil
+	return &tracked{Driver: d.(*rabbitmq.Driver), tr: tr}, nil
 }
 
 func (tr *tracker) note(q string) {
@@ -89,7 +89,7 @@ func (tr *tracker) cleanup() {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	for q := range tr.queues {
-		if err := d.DeleteQueue(ctx, q); err != nil {
+		if err := d.(backend.QueueDeleter).QueueDelete(ctx, q); err != nil {
 			tr.t.Logf("cleanup: delete %s: %v", q, err)
 		}
 	}

@@ -32,11 +32,15 @@ func newClient(t *testing.T, tr *tracker, params map[string]string, opts ...fila
 	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := rabbitmq.Open(ctx, u, backend.OpenOptions{})
+	drv, err := rabbitmq.Open(ctx, u, backend.OpenOptions{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	c := fila.New(&tracked{Driver: d, tr: tr}, opts...)
+	d := drv.(*rabbitmq.Driver)
+	c, err := fila.New(&tracked{Driver: d, tr: tr}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c, d
 }

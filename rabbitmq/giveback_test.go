@@ -26,10 +26,11 @@ func TestGiveBackPublishesNothing(t *testing.T) {
 	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := Open(ctx, u, backend.OpenOptions{})
+	drv, err := Open(ctx, u, backend.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := drv.(*Driver)
 	t.Cleanup(func() { _ = d.Close() })
 	queue := fmt.Sprintf("giveback-%d", time.Now().UnixNano())
 	t.Cleanup(func() { _ = d.QueueDelete(context.Background(), queue) })

@@ -46,15 +46,19 @@ func BenchmarkReceiveDelayed(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := rabbitmq.Open(context.Background(), u, backend.OpenOptions{})
+	drv, err := rabbitmq.Open(context.Background(), u, backend.OpenOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	d := drv.(*rabbitmq.Driver)
 	ctx := context.Background()
 	fq := fmt.Sprintf("bench-delayed-%d", time.Now().UnixNano())
-	c := fila.New(d)
+	c, err := fila.New(d)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer func() {
-		_ = d.DeleteQueue(ctx, fq)
+		_ = d.QueueDelete(ctx, fq)
 		_ = c.Close()
 	}()
 	msgs := make([]fila.Message, batch)

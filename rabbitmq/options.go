@@ -17,11 +17,8 @@ import (
 )
 
 func init() {
-	opener := func(ctx context.Context, u *url.URL, o backend.OpenOptions) (backend.Driver, error) {
-		return Open(ctx, u, o)
-	}
-	fila.Register("amqp", opener)
-	fila.Register("amqps", opener)
+	fila.Register("amqp", Open)
+	fila.Register("amqps", Open)
 }
 
 // Defaults of Options.
@@ -153,7 +150,7 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 // auth_mechanism, certfile, keyfile, cacertfile,
 // server_name_indication) pass through to it; anything else is ErrInvalid.
 // The driver logs to oo.Logger (nil: slog.Default()).
-func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ *Driver, err error) {
+func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Driver, err error) {
 	// amqp091 may put parts of the URL (a key file's path) into its errors.
 	defer func() { err = backend.RedactError(err, u) }()
 	p := backend.NewURLParams(u)
@@ -189,7 +186,11 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ *Driver, e
 	}
 	raw.RawQuery = q.Encode()
 	o.URL = raw.String()
-	return New(ctx, o)
+	d, err := New(ctx, o)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return d, nil
 }
 
 // dialConfig is the amqp091-go configuration of every connection.

@@ -55,7 +55,10 @@ func TestCrashWithShortLeaseOnlyTakesOverThatMessage(t *testing.T) {
 func testCrashWithShortLeaseOnlyTakesOverThatMessage(t *testing.T, e *env) {
 	const q = "crash"
 	prod := e.client(t, redis.Options{})
-	short := fila.New(e.driver(t, redis.Options{}))
+	short, err := fila.New(e.driver(t, redis.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	long := e.client(t, redis.Options{})
 	other := e.client(t, redis.Options{})
 
@@ -657,7 +660,10 @@ func TestQueueListKeepsToItsPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	longer := fila.New(ld)
+	longer, err := fila.New(ld)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { // the longer prefix's keys, which testPrefix's cleanup does not match
 		_ = longer.QueueDelete(context.Background(), "theirs", fila.QueueDeleteParams{Force: true})
 		longer.Close()

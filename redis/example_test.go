@@ -23,7 +23,11 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	client := fila.New(drv)
+	client, err := fila.New(drv)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer client.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

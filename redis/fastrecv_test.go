@@ -21,7 +21,10 @@ func fastEnv(t *testing.T, q string) (*env, *redis.Driver, *fila.Client) {
 	e := newEnv(t)
 	e.fast = true
 	d := e.driver(t, redis.Options{})
-	c := fila.New(d)
+	c, err := fila.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
 	enqueue(t, c, q, fila.Message{Kind: "warm-up"})
 	ds := receive(t, c, q, fila.ReceiveParams{Max: 10, Lease: time.Minute})
 	if err := ds[0].Ack(testCtx(t)); err != nil {

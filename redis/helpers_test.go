@@ -124,7 +124,10 @@ func (e *env) driver(t testing.TB, o redis.Options) *redis.Driver {
 // client returns a fila client over a fresh driver, closed at the end.
 func (e *env) client(t testing.TB, o redis.Options) *fila.Client {
 	t.Helper()
-	c := fila.New(e.driver(t, o))
+	c, err := fila.New(e.driver(t, o))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }

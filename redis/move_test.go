@@ -53,7 +53,10 @@ func TestReceiveDelayedSettlements(t *testing.T) { bothPaths(t, testReceiveDelay
 func testReceiveDelayedSettlements(t *testing.T, e *env) {
 	const q = "early"
 	d := e.driver(t, redis.Options{})
-	c := fila.New(d)
+	c, err := fila.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := testCtx(t)
 	runAt := time.Now().Add(time.Hour)
 	var ms []backend.Message
@@ -139,7 +142,10 @@ func TestEarlyLeaseExpiringAfterRunAt(t *testing.T) { bothPaths(t, testEarlyLeas
 func testEarlyLeaseExpiringAfterRunAt(t *testing.T, e *env) {
 	const q = "early-late"
 	d := e.driver(t, redis.Options{})
-	c := fila.New(d)
+	c, err := fila.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, later := msg(t, "soon"), msg(t, "later")
 	m.RunAt, later.RunAt = time.Now().Add(300*time.Millisecond), time.Now().Add(time.Hour)
 	if _, err := d.Enqueue(testCtx(t), q, []backend.Message{m, later}); err != nil {
@@ -168,7 +174,10 @@ func TestCarriedAttemptsThroughDelayedSet(t *testing.T) {
 func testCarriedAttemptsThroughDelayedSet(t *testing.T, e *env) {
 	const q = "carried"
 	d := e.driver(t, redis.Options{})
-	c := fila.New(d)
+	c, err := fila.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := msg(t, "later")
 	m.Delay, m.Attempts = 50*time.Millisecond, 4
 	if _, err := d.Enqueue(testCtx(t), q, []backend.Message{m}); err != nil {
@@ -187,7 +196,10 @@ func TestDeadImportWithNativeLetters(t *testing.T) { bothPaths(t, testDeadImport
 func testDeadImportWithNativeLetters(t *testing.T, e *env) {
 	const q = "import"
 	d := e.driver(t, redis.Options{DeadCap: 4})
-	c := fila.New(d)
+	c, err := fila.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := testCtx(t)
 	enqueue(t, c, q, fila.Message{Kind: "native"})
 	ds := receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})

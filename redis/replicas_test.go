@@ -31,7 +31,10 @@ func TestWaitReplicasRefusesUnreplicatedEnqueue(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
-		c := fila.New(d)
+		c, err := fila.New(d)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}

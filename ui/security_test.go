@@ -331,7 +331,10 @@ func (bareDriver) DriverName() string { return "bare" }
 // TestNotReported checks that what a driver cannot report is n/a, never 0.
 func TestNotReported(t *testing.T) {
 	t.Parallel()
-	c := fila.New(bareDriver{memory.Named(unique("bare")).Open()})
+	c, err := fila.New(bareDriver{memory.Named(unique("bare")).Open()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	d := newDash(t, c, ui.Options{Queues: []string{"jobs"}, SampleInterval: 20 * time.Millisecond, History: time.Second})
 	ov := d.get("/", http.StatusOK).body

@@ -165,10 +165,7 @@ func New(c *fila.Client, o Options) (*Handler, error) {
 	if h.refresh == 0 {
 		h.refresh = DefaultRefresh
 	}
-	h.driver = "fila"
-	if n, ok := c.Driver().(backend.Namer); ok {
-		h.driver = n.DriverName()
-	}
+	h.driver = c.DriverName()
 	_, h.canCancel = c.Driver().(backend.MarkLister)
 	h.broker = h.driver
 	if o.Broker != "" {

@@ -28,7 +28,10 @@ func BenchmarkWorker(b *testing.B) {
 		open func(b *testing.B) *fila.Client
 	}{
 		{"memory", func(b *testing.B) *fila.Client {
-			c := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+			c, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.Cleanup(func() { c.Close() })
 			return c
 		}},

@@ -16,7 +16,10 @@ import (
 )
 
 func memClient(t *testing.T) *fila.Client {
-	c := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	c, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }

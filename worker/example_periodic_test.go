@@ -16,7 +16,10 @@ import (
 func Example_periodic() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	client := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open()) // or fila.Open(ctx, url)
+	client, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open()) // or fila.Open(ctx, url)
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	w, err := worker.New(client, worker.Config{

@@ -32,7 +32,10 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // done.
 func Example() {
 	ctx := context.Background()
-	client := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open()) // or fila.Open(ctx, url)
+	client, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open()) // or fila.Open(ctx, url)
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 
 	for _, id := range []int64{1, 2} {
@@ -75,7 +78,10 @@ func Example() {
 // permanent one is dead-lettered at once, success is acked.
 func Example_outcomes() {
 	ctx := context.Background()
-	client := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	client, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	if err != nil {
+		panic(err)
+	}
 	defer client.Close()
 	for _, id := range []int64{1, 2} {
 		_, _ = SendWelcomeJob.Enqueue(ctx, client, "emails", SendWelcome{UserID: id})

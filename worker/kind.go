@@ -83,9 +83,10 @@ func (k Kind[T]) Enqueue(ctx context.Context, c *fila.Client, queue string, args
 	return c.Enqueue(ctx, queue, m)
 }
 
-// EnqueueMany enqueues one job per element of args in queue, as one batch,
-// and returns their ids in order. opts apply to every job.
-func (k Kind[T]) EnqueueMany(ctx context.Context, c *fila.Client, queue string, args []T, opts ...EnqueueOption) ([]string, error) {
+// EnqueueBatch enqueues one job per element of args in queue, as one batch
+// (fila.Client.EnqueueBatch), and returns their ids in order. opts apply to
+// every job.
+func (k Kind[T]) EnqueueBatch(ctx context.Context, c *fila.Client, queue string, args []T, opts ...EnqueueOption) ([]string, error) {
 	msgs := make([]fila.Message, len(args))
 	for i := range args {
 		m, err := k.Message(args[i], opts...)
@@ -105,7 +106,7 @@ func (k Kind[T]) EnqueueTx(ctx context.Context, c *fila.Client, tx any, queue st
 	if err != nil {
 		return "", err
 	}
-	ids, err := c.EnqueueTx(ctx, tx, queue, m)
+	ids, err := c.EnqueueTx(ctx, tx, queue, []fila.Message{m})
 	if len(ids) == 1 {
 		return ids[0], err
 	}

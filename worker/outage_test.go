@@ -39,7 +39,10 @@ func TestReceiveOutageLogsBoundedLines(t *testing.T) {
 	t.Parallel()
 	drv := &downDriver{Driver: memory.NewBroker(memory.BrokerOptions{}).Open()}
 	drv.down.Store(true)
-	c := fila.New(drv)
+	c, err := fila.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	q := queueName(t) // an in-memory broker of its own: nothing to delete
 	rec := testenv.NewLogRecorder()

@@ -177,7 +177,10 @@ func TestPeriodicValidation(t *testing.T) {
 
 func TestPeriodicNeedsMarks(t *testing.T) {
 	// hookDriver passes the Driver interface and dedup keys only.
-	c := fila.New(&hookDriver{Driver: memory.NewBroker(memory.BrokerOptions{}).Open()})
+	c, err := fila.New(&hookDriver{Driver: memory.NewBroker(memory.BrokerOptions{}).Open()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	w, err := worker.New(c, worker.Config{Periodic: []worker.Periodic{everySecond("runs")}})
 	if !errors.Is(err, fila.ErrUnsupported) || w != nil || !strings.Contains(err.Error(), "marks") {
@@ -208,13 +211,19 @@ func stopAll(t *testing.T, workers []*running) {
 // ticks: each tick is enqueued exactly once, with no gap.
 func TestPeriodicOneRunPerTick(t *testing.T) {
 	b := memory.NewBroker(memory.BrokerOptions{})
-	consumer := fila.New(b.Open())
+	consumer, err := fila.New(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { consumer.Close() })
 	const queue = "periodic-runs"
 	p := everySecond(queue)
 	var workers []*running
 	for range 3 {
-		c := fila.New(marksOnly(b.Open()))
+		c, err := fila.New(marksOnly(b.Open()))
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { c.Close() })
 		workers = append(workers, start(t, c, worker.Config{Periodic: []worker.Periodic{p}}, nil))
 	}
@@ -253,13 +262,19 @@ func TestPeriodicOneRunPerTick(t *testing.T) {
 // single while its run is pending.
 func TestPeriodicDedupKeyGuards(t *testing.T) {
 	b := memory.NewBroker(memory.BrokerOptions{})
-	consumer := fila.New(b.Open())
+	consumer, err := fila.New(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { consumer.Close() })
 	const queue = "periodic-runs"
 	capture := newCapture()
 	var workers []*running
 	for range 3 {
-		c := fila.New(grantAll{b.Open()})
+		c, err := fila.New(grantAll{b.Open()})
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { c.Close() })
 		workers = append(workers, start(t, c, worker.Config{Periodic: []worker.Periodic{everySecond(queue)}, Logger: slog.New(capture)}, nil))
 	}
@@ -300,7 +315,10 @@ func TestPeriodicMissed(t *testing.T) {
 
 	t.Run("run once enqueues a tick never run", func(t *testing.T) {
 		d := memory.NewBroker(memory.BrokerOptions{}).Open()
-		c := fila.New(d)
+		c, err := fila.New(d)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { c.Close() })
 		capture := newCapture()
 		tick := lastTick()
@@ -320,7 +338,10 @@ func TestPeriodicMissed(t *testing.T) {
 	})
 	t.Run("run once skips a tick already run", func(t *testing.T) {
 		d := memory.NewBroker(memory.BrokerOptions{}).Open()
-		c := fila.New(d)
+		c, err := fila.New(d)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { c.Close() })
 		tick := lastTick()
 		// Another process ran it.
@@ -339,7 +360,10 @@ func TestPeriodicMissed(t *testing.T) {
 	})
 	t.Run("skip runs no missed tick", func(t *testing.T) {
 		d := memory.NewBroker(memory.BrokerOptions{}).Open()
-		c := fila.New(d)
+		c, err := fila.New(d)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { c.Close() })
 		tick := lastTick()
 		capture := newCapture()
@@ -364,11 +388,17 @@ func TestPeriodicMissed(t *testing.T) {
 // outage would: the run is enqueued once when the broker answers again.
 func TestPeriodicEnqueueRetry(t *testing.T) {
 	b := memory.NewBroker(memory.BrokerOptions{})
-	consumer := fila.New(b.Open())
+	consumer, err := fila.New(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { consumer.Close() })
 	drv := &failingEnqueue{markDriver: marksOnly(b.Open()), err: fmt.Errorf("%w: injected", fila.ErrUnavailable),
 		fail: func(call int32) bool { return call <= 3 }}
-	c := fila.New(drv)
+	c, err := fila.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	capture := newCapture()
 	p := everySecond("runs")
@@ -414,7 +444,10 @@ func TestPeriodicEnqueueGivesUp(t *testing.T) {
 			b := memory.NewBroker(memory.BrokerOptions{})
 			md := b.Open()
 			drv := &failingEnqueue{markDriver: marksOnly(md), err: tc.err, fail: func(int32) bool { return true }}
-			c := fila.New(drv)
+			c, err := fila.New(drv)
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { c.Close() })
 			capture := newCapture()
 			// The first tick's retries have 2s, up to the next tick.
@@ -452,7 +485,10 @@ func TestPeriodicEnqueueGivesUp(t *testing.T) {
 // TestPeriodicClientClosed: a worker that only schedules stops, with
 // ErrClosed, when its client is closed, as one that receives does.
 func TestPeriodicClientClosed(t *testing.T) {
-	c := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	c, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := start(t, c, worker.Config{Periodic: []worker.Periodic{everySecond("runs")}}, nil)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)

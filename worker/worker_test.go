@@ -40,7 +40,10 @@ import (
 
 func TestWorkerMemory(t *testing.T) {
 	runWorkerTests(t, func(t *testing.T) *fila.Client {
-		c := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+		c, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { c.Close() })
 		return c
 	})
@@ -527,7 +530,10 @@ func testShutdownUnstarted(t *testing.T, base *fila.Client) {
 		received.Add(int32(len(ds)))
 		cancel()
 	}}
-	c := fila.New(hd)
+	c, err := fila.New(hd)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	var rec recorder
 	cfg := fastConfig(q, 5)
@@ -580,7 +586,10 @@ func testConcurrency(t *testing.T, base *fila.Client) {
 		afterReceive: func(q string, ds []backend.Delivery) { leased[q].add(int64(len(ds))) },
 		settled:      func(q string) { leased[q].add(-1) },
 	}
-	c := fila.New(hd)
+	c, err := fila.New(hd)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	const perQueue = 12
 	for q := range limits {
@@ -658,7 +667,7 @@ func testTypedKind(t *testing.T, c *fila.Client) {
 		t.Fatal(err)
 	}
 	rec.waitEnds(t, 1)
-	if _, err := sendWelcomeJob.EnqueueMany(ctx, c, q, []sendWelcome{{8}, {9}}); err != nil {
+	if _, err := sendWelcomeJob.EnqueueBatch(ctx, c, q, []sendWelcome{{8}, {9}}); err != nil {
 		t.Fatal(err)
 	}
 	bad := enqueue(t, c, q, fila.Message{Kind: "email.welcome", Body: []byte("not json")})
@@ -819,7 +828,10 @@ func testBatchedAckOutcomes(t *testing.T, open func(t *testing.T) *fila.Client) 
 		t.Run(fmt.Sprintf("whole=%v", whole), func(t *testing.T) {
 			// Like testConcurrency, both clients close the driver.
 			fd := &ackFaultDriver{Driver: open(t).Driver(), perRef: map[string]error{}}
-			c := fila.New(fd)
+			c, err := fila.New(fd)
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { c.Close() })
 			q := newQueue(t, c)
 			const n = 6

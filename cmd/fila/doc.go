@@ -69,7 +69,7 @@
 // paging through the queue's dead letters (there is no lookup by id in the
 // driver contract).
 //
-// fila migrate moves a queue with fila.Relay (at least once: receive a batch,
+// fila migrate moves a queue with relay.Relay (at least once: receive a batch,
 // enqueue it to the target, ack it on the source). Without --drain it stops
 // as soon as nothing is ready; with --drain it runs until the source stays
 // empty for --idle, for a live cut-over: point producers at the target, run

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/relay"
 )
 
 // stopWhenIdle is how long a migration without --drain waits for a message
@@ -160,7 +161,7 @@ func (a *app) migrate(ctx context.Context, cmd *cobra.Command, f migrateFlags) e
 	if f.drain {
 		idle = f.idle
 	}
-	r := &fila.Relay{
+	r := &relay.Relay{
 		From: from, FromQueue: f.queue, To: to, ToQueue: f.toQueue,
 		Batch: f.batch, Concurrency: f.conc, Lease: f.lease, StopWhenIdle: idle,
 		IncludeDelayed: f.delayed, IncludeDead: f.dead,
@@ -174,7 +175,7 @@ func (a *app) migrate(ctx context.Context, cmd *cobra.Command, f migrateFlags) e
 	elapsed := time.Since(start)
 
 	fmt.Fprintf(a.stdout, "moved %d messages from queue %s (%s) to queue %s (%s) in %v: %d ready, %d delayed, %d dead letters; %d of them were on the target already (refused as duplicates, not stored twice)\n",
-		st.Total(), f.queue, driverName(from), f.toQueue, driverName(to), elapsed.Round(100*time.Millisecond),
+		st.Total(), f.queue, from.DriverName(), f.toQueue, to.DriverName(), elapsed.Round(100*time.Millisecond),
 		st.Moved, st.Delayed, st.Dead, st.Duplicates)
 	if err != nil {
 		if errors.Is(err, fila.ErrUnsupported) {
@@ -206,7 +207,7 @@ func movedNothing(ctx context.Context, from *fila.Client, left fila.Stats, f mig
 		longer = "with a longer --idle"
 	}
 	return &exitErr{code: exitError, err: fmt.Errorf("moved nothing: the source (%s) counts %d ready messages in queue %s, but receiving from it returned none within %v; its claims may be timing out (a slow or overloaded broker: check it and its logs), or another consumer takes the messages first (stop it). Run fila migrate again %s to wait longer",
-		driverName(from), left.Ready, f.queue, idle, longer)}
+		from.DriverName(), left.Ready, f.queue, idle, longer)}
 }
 
 // openSide opens the broker of --from or --to, naming the flag in errors.
@@ -242,7 +243,7 @@ func (e *sideErr) Unwrap() error { return e.err }
 // drop.
 func checkMigrateCaps(from, to *fila.Client, f migrateFlags) error {
 	unsupported := func(c *fila.Client, side, what, hint string) error {
-		return &exitErr{code: exitUnsupported, err: fmt.Errorf("the %s driver (%s) does not support %s; %s", driverName(c), side, what, hint)}
+		return &exitErr{code: exitUnsupported, err: fmt.Errorf("the %s driver (%s) does not support %s; %s", c.DriverName(), side, what, hint)}
 	}
 	if f.delayed {
 		if _, ok := from.Driver().(backend.DelayedReceiver); !ok {
@@ -260,14 +261,6 @@ func checkMigrateCaps(from, to *fila.Client, f migrateFlags) error {
 		}
 	}
 	return nil
-}
-
-// driverName is the short name of a client's driver.
-func driverName(c *fila.Client) string {
-	if n, ok := c.Driver().(backend.Namer); ok {
-		return n.DriverName()
-	}
-	return "unnamed"
 }
 
 // leftOnSource describes what the source queue still holds after the
@@ -314,7 +307,7 @@ type progress struct {
 	started time.Time
 
 	mu      sync.Mutex
-	st      fila.RelayStats
+	st      relay.Stats
 	changed bool
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -331,7 +324,7 @@ func newProgress(w io.Writer, tty bool, every time.Duration, total int64) *progr
 }
 
 // update records the relay's latest counts (its Progress callback).
-func (p *progress) update(st fila.RelayStats) {
+func (p *progress) update(st relay.Stats) {
 	p.mu.Lock()
 	p.st, p.changed = st, true
 	p.mu.Unlock()
@@ -384,7 +377,7 @@ func (p *progress) draw() {
 // barWidth is the width of the progress bar in characters.
 const barWidth = 30
 
-func (p *progress) line(st fila.RelayStats) string {
+func (p *progress) line(st relay.Stats) string {
 	var b strings.Builder
 	n := st.Total()
 	if p.total > 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/internal/testenv"
+	"github.com/fila-go/fila/relay"
 )
 
 // fillMigration puts ready ready messages, one delayed by an hour and one
@@ -70,7 +71,7 @@ func checkMigrated(t *testing.T, src *fila.Client, srcQ string, dst *fila.Client
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := ds[0]; d.Kind != "order.created" || d.Headers[fila.HeaderSourceID] == "" || d.Headers["n"] != string(d.Body) {
+	if d := ds[0]; d.Kind != "order.created" || d.Headers[relay.HeaderSourceID] == "" || d.Headers["n"] != string(d.Body) {
 		t.Errorf("moved message %+v: want kind, body and headers kept and the source id header", d)
 	}
 	_ = ds[0].Release(ctx)

@@ -175,7 +175,7 @@ it cannot tell whether the queue exists.`,
 					hint = fmt.Sprintf(" (%d messages, %d dead letters)", s.Ready+s.Delayed+s.Leased, s.Dead)
 					if n == 0 {
 						known, listable := queueKnown(ctx, c, q)
-						if msg := unknownQueueWarning(driverName(c), q, known, listable); msg != "" {
+						if msg := unknownQueueWarning(c.DriverName(), q, known, listable); msg != "" {
 							a.warnf("%s", msg)
 						}
 						unknown = listable && !known

@@ -134,7 +134,7 @@ func collectStats(ctx context.Context, c *fila.Client, queues []string, all bool
 	}
 	rows := make([]statsRow, 0, len(queues))
 	canPause := true
-	_, partial := partialCounts[driverName(c)]
+	_, partial := partialCounts[c.DriverName()]
 	for _, q := range queues {
 		s, err := c.QueueStats(ctx, q)
 		if err != nil {
@@ -291,7 +291,7 @@ func (a *app) warnEmpty(ctx context.Context, c *fila.Client, rows []statsRow) {
 			qs, err := c.QueueList(ctx)
 			listed, listable, read = qs, err == nil, true
 		}
-		if msg := unknownQueueWarning(driverName(c), r.Queue, listable && slices.Contains(listed, r.Queue), listable); msg != "" {
+		if msg := unknownQueueWarning(c.DriverName(), r.Queue, listable && slices.Contains(listed, r.Queue), listable); msg != "" {
 			a.warnf("%s", msg)
 		}
 	}

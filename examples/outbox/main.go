@@ -1,6 +1,6 @@
 // Command outbox shows the transactional outbox with Fila: an order row and
 // its order.created message commit or roll back together in one PostgreSQL
-// transaction, and a fila.Relay publishes the committed messages to another
+// transaction, and a relay.Relay publishes the committed messages to another
 // broker (RabbitMQ here), where a consumer receives them.
 //
 // Without the outbox a service that writes its database and then publishes
@@ -61,6 +61,7 @@ import (
 	"github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
+	"github.com/fila-go/fila/relay"
 )
 
 const (
@@ -177,10 +178,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 
 	// The relay publishes the outbox until the example ends.
 	rctx, stopRelay := context.WithCancel(ctx)
-	relayed := make(chan fila.RelayStats, 1)
+	relayed := make(chan relay.Stats, 1)
 	relayErr := make(chan error, 1)
 	go func() {
-		st, err := (&fila.Relay{From: src, FromQueue: cfg.outbox, To: dst, ToQueue: cfg.events,
+		st, err := (&relay.Relay{From: src, FromQueue: cfg.outbox, To: dst, ToQueue: cfg.events,
 			Logger: slog.New(slog.DiscardHandler)}).Run(rctx)
 		relayed <- st
 		relayErr <- err
@@ -217,7 +218,7 @@ func placeOrder(ctx context.Context, c *fila.Client, cfg config, customer string
 		return 0, fmt.Errorf("insert the order: %w", err)
 	}
 	body, _ := json.Marshal(o)
-	if _, err := c.EnqueueTx(ctx, tx, cfg.outbox, fila.Message{Kind: "order.created", Body: body}); err != nil {
+	if _, err := c.EnqueueTx(ctx, tx, cfg.outbox, []fila.Message{{Kind: "order.created", Body: body}}); err != nil {
 		return 0, fmt.Errorf("enqueue order.created: %w", err)
 	}
 	if !commit {
@@ -300,7 +301,7 @@ func consume(ctx context.Context, c *fila.Client, cfg config, where string, out 
 			var o order
 			_ = json.Unmarshal(d.Body, &o)
 			fmt.Fprintf(out, "%s received %s: order %d for %s, %d.%02d (source id %s)\n",
-				where, d.Kind, o.ID, o.Customer, o.TotalCents/100, o.TotalCents%100, d.Headers[fila.HeaderSourceID])
+				where, d.Kind, o.ID, o.Customer, o.TotalCents/100, o.TotalCents%100, d.Headers[relay.HeaderSourceID])
 			if o.ID == want {
 				seen = true
 			}

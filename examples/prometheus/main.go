@@ -47,8 +47,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/filaotel"
 	_ "github.com/fila-go/fila/memory"
-	filaotel "github.com/fila-go/fila/otel"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/redis"
 	"github.com/fila-go/fila/worker"

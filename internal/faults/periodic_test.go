@@ -269,10 +269,13 @@ func periodicChild() int {
 	if !ok {
 		return fail("driver", errors.New("no marks"))
 	}
-	c := fila.New(struct {
+	c, err := fila.New(struct {
 		backend.Driver
 		backend.Marker
 	}{opened.Driver(), marker}, fila.WithLogger(log))
+	if err != nil {
+		return fail("client", err)
+	}
 
 	w, err := worker.New(c, worker.Config{
 		Periodic: []worker.Periodic{{

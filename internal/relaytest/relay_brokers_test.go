@@ -21,6 +21,7 @@ import (
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
+	"github.com/fila-go/fila/relay"
 )
 
 // The relay against real servers: PostgreSQL to each other broker and back
@@ -109,9 +110,9 @@ func testRelayBulk(t *testing.T, pg, x *fila.Client, tg relayTarget) {
 	// Hop 1, killed at half way.
 	killCtx, kill := context.WithCancel(ctx)
 	defer kill()
-	r := &fila.Relay{From: pg, FromQueue: q1, To: x, Batch: batch, Concurrency: conc,
+	r := &relay.Relay{From: pg, FromQueue: q1, To: x, Batch: batch, Concurrency: conc,
 		Lease: 3 * time.Second, Logger: quietLogger(),
-		Progress: func(s fila.RelayStats) {
+		Progress: func(s relay.Stats) {
 			if s.Total() >= int64(n/2) {
 				kill()
 			}
@@ -138,9 +139,9 @@ func testRelayBulk(t *testing.T, pg, x *fila.Client, tg relayTarget) {
 		mu   sync.Mutex
 		last time.Time
 	)
-	back := &fila.Relay{From: x, FromQueue: q1, To: pg, ToQueue: q2, Batch: batch, Concurrency: conc,
+	back := &relay.Relay{From: x, FromQueue: q1, To: pg, ToQueue: q2, Batch: batch, Concurrency: conc,
 		StopWhenIdle: tg.idle, Logger: quietLogger(),
-		Progress: func(fila.RelayStats) { mu.Lock(); last = time.Now(); mu.Unlock() }}
+		Progress: func(relay.Stats) { mu.Lock(); last = time.Now(); mu.Unlock() }}
 	start = time.Now()
 	st3, err := back.Run(ctx)
 	if err != nil {
@@ -157,7 +158,7 @@ func testRelayBulk(t *testing.T, pg, x *fila.Client, tg relayTarget) {
 	sources := map[string]bool{}
 	extra := 0
 	for _, d := range drainQueue(t, pg, q2, n) {
-		src := d.Headers[fila.HeaderSourceID]
+		src := d.Headers[relay.HeaderSourceID]
 		if src == "" || sources[src] {
 			t.Errorf("message %s: source id %q missing or seen twice", d.ID, src)
 		}
@@ -227,7 +228,7 @@ func testRelayDelayedAndDead(t *testing.T, pg, x *fila.Client, tg relayTarget) {
 	if !importsDead {
 		t.Logf("%s does not implement backend.DeadImporter yet: dead letters are not moved to it", tg.name)
 	}
-	hop := &fila.Relay{From: pg, FromQueue: q3, To: x, IncludeDelayed: true, IncludeDead: importsDead,
+	hop := &relay.Relay{From: pg, FromQueue: q3, To: x, IncludeDelayed: true, IncludeDead: importsDead,
 		StopWhenIdle: 300 * time.Millisecond, Logger: quietLogger()}
 	st, err := hop.Run(ctx)
 	if err != nil {
@@ -241,7 +242,7 @@ func testRelayDelayedAndDead(t *testing.T, pg, x *fila.Client, tg relayTarget) {
 	_, early := x.Driver().(backend.DelayedReceiver)
 	_, listsDead := x.Driver().(backend.DeadLetterer)
 	if early {
-		back := &fila.Relay{From: x, FromQueue: q3, To: pg, ToQueue: q4, IncludeDelayed: true, IncludeDead: importsDead && listsDead,
+		back := &relay.Relay{From: x, FromQueue: q3, To: pg, ToQueue: q4, IncludeDelayed: true, IncludeDead: importsDead && listsDead,
 			StopWhenIdle: tg.idle, Logger: quietLogger()}
 		st, err := back.Run(ctx)
 		if err != nil {
@@ -302,12 +303,12 @@ func testRelayDelayedAndDead(t *testing.T, pg, x *fila.Client, tg relayTarget) {
 
 // relayUntilEmpty runs r (with StopWhenIdle) until its source queue holds
 // no ready or leased message, waiting for leases a killed run left behind.
-func relayUntilEmpty(t *testing.T, r *fila.Relay, from *fila.Client, q string) fila.RelayStats {
+func relayUntilEmpty(t *testing.T, r *relay.Relay, from *fila.Client, q string) relay.Stats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	r.StopWhenIdle = 500 * time.Millisecond
-	var total fila.RelayStats
+	var total relay.Stats
 	for {
 		st, err := r.Run(ctx)
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fila-go/fila"
-	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/worker"
 )
 
@@ -73,9 +72,7 @@ func New(c *fila.Client, opts ...Option) *Instrumentation {
 // systemOf is the messaging.system of a client: its driver's name.
 func systemOf(c *fila.Client) string {
 	if c != nil {
-		if n, ok := c.Driver().(backend.Namer); ok {
-			return n.DriverName()
-		}
+		return c.DriverName()
 	}
 	return "fila"
 }

@@ -74,7 +74,7 @@ const (
 )
 
 // ScopeName is the instrumentation scope of the tracer and meter.
-const ScopeName = "github.com/fila-go/fila/otel"
+const ScopeName = "github.com/fila-go/fila/filaotel"
 
 // durationBuckets are the histogram boundaries of job run times in
 // seconds: the semantic conventions' advice up to 10s, then longer jobs.

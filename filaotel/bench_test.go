@@ -10,8 +10,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/filaotel"
 	"github.com/fila-go/fila/internal/testenv"
-	filaotel "github.com/fila-go/fila/otel"
 	"github.com/fila-go/fila/worker"
 )
 

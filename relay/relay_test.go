@@ -1,4 +1,4 @@
-package fila_test
+package relay_test
 
 import (
 	"context"
@@ -11,12 +11,16 @@ import (
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/memory"
+	"github.com/fila-go/fila/relay"
 )
 
 func newMem(t *testing.T) (*memory.Broker, *fila.Client) {
 	t.Helper()
 	b := memory.NewBroker(memory.BrokerOptions{})
-	c := fila.New(b.Open())
+	c, err := fila.New(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { c.Close() })
 	return b, c
 }
@@ -33,7 +37,7 @@ func collect(t *testing.T, c *fila.Client, q string, n int) map[string]*fila.Del
 			t.Fatalf("have %d of %d: %v", len(got), n, err)
 		}
 		for _, d := range ds {
-			src := d.Headers[fila.HeaderSourceID]
+			src := d.Headers[relay.HeaderSourceID]
 			if _, dup := got[src]; dup {
 				t.Errorf("source message %s arrived twice", src)
 			}
@@ -65,8 +69,8 @@ func TestRelayMovesEverythingOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var progress atomic.Int64
-	r := &fila.Relay{From: from, FromQueue: "src", To: to, ToQueue: "dst", Batch: 64, Concurrency: 3,
-		StopWhenIdle: 200 * time.Millisecond, Progress: func(s fila.RelayStats) { progress.Store(s.Total()) }}
+	r := &relay.Relay{From: from, FromQueue: "src", To: to, ToQueue: "dst", Batch: 64, Concurrency: 3,
+		StopWhenIdle: 200 * time.Millisecond, Progress: func(s relay.Stats) { progress.Store(s.Total()) }}
 	st, err := r.Run(ctx)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -109,7 +113,7 @@ func TestRelayCarriesAttemptsDelaysAndDeadLetters(t *testing.T) {
 		ds[0].Release(ctx)
 	}
 
-	r := &fila.Relay{From: from, FromQueue: "q", To: to, IncludeDelayed: true, IncludeDead: true, StopWhenIdle: 100 * time.Millisecond}
+	r := &relay.Relay{From: from, FromQueue: "q", To: to, IncludeDelayed: true, IncludeDead: true, StopWhenIdle: 100 * time.Millisecond}
 	st, err := r.Run(ctx)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -157,7 +161,10 @@ func TestRelayCrashBetweenEnqueueAndAckDuplicatesNothing(t *testing.T) {
 	b := memory.NewBroker(memory.BrokerOptions{})
 	drv := &flakyAck{Driver: b.Open()}
 	drv.failures.Store(2)
-	from := fila.New(drv, fila.WithLease(50*time.Millisecond))
+	from, err := fila.New(drv, fila.WithLease(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer from.Close()
 	_, to := newMem(t)
 	ctx := context.Background()
@@ -169,7 +176,7 @@ func TestRelayCrashBetweenEnqueueAndAckDuplicatesNothing(t *testing.T) {
 	if _, err := from.EnqueueBatch(ctx, "q", msgs); err != nil {
 		t.Fatal(err)
 	}
-	r := &fila.Relay{From: from, FromQueue: "q", To: to, Batch: 20, Lease: 50 * time.Millisecond, StopWhenIdle: 500 * time.Millisecond}
+	r := &relay.Relay{From: from, FromQueue: "q", To: to, Batch: 20, Lease: 50 * time.Millisecond, StopWhenIdle: 500 * time.Millisecond}
 	st, err := r.Run(ctx)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -185,11 +192,14 @@ type bare struct{ backend.Driver }
 
 func TestRelayRefusesWhatTheDriversCannotDo(t *testing.T) {
 	b := memory.NewBroker(memory.BrokerOptions{})
-	from := fila.New(bare{b.Open()})
+	from, err := fila.New(bare{b.Open()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer from.Close()
 	_, to := newMem(t)
 	ctx := context.Background()
-	for _, r := range []*fila.Relay{
+	for _, r := range []*relay.Relay{
 		{From: from, FromQueue: "q", To: to, IncludeDelayed: true},
 		{From: from, FromQueue: "q", To: to, IncludeDead: true},
 		{From: to, FromQueue: "q", To: from, IncludeDead: true},
@@ -198,7 +208,7 @@ func TestRelayRefusesWhatTheDriversCannotDo(t *testing.T) {
 			t.Errorf("Run(%+v) = %v, want ErrUnsupported", r, err)
 		}
 	}
-	for _, r := range []*fila.Relay{
+	for _, r := range []*relay.Relay{
 		{From: from, FromQueue: "", To: to},
 		{From: to, FromQueue: "q", To: to},
 		{From: nil, FromQueue: "q", To: to},
@@ -215,7 +225,7 @@ func TestRelayOutboxRunsUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := (&fila.Relay{From: from, FromQueue: "outbox", To: to, ToQueue: "events"}).Run(ctx)
+		_, err := (&relay.Relay{From: from, FromQueue: "outbox", To: to, ToQueue: "events"}).Run(ctx)
 		done <- err
 	}()
 	id, _ := from.Enqueue(context.Background(), "outbox", fila.Message{Kind: "order.created"})
@@ -253,12 +263,15 @@ func TestRelayStoppedMidBatchFinishesIt(t *testing.T) {
 	_, from := newMem(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	drv := &stopDuring{Driver: memory.NewBroker(memory.BrokerOptions{}).Open(), stop: cancel}
-	to := fila.New(drv)
+	to, err := fila.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer to.Close()
 	if _, err := from.EnqueueBatch(context.Background(), "q", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := (&fila.Relay{From: from, FromQueue: "q", To: to, Batch: 10}).Run(ctx)
+	st, err := (&relay.Relay{From: from, FromQueue: "q", To: to, Batch: 10}).Run(ctx)
 	if err != nil {
 		t.Fatalf("an outbox relay stopped by its context returned %v, want nil", err)
 	}
@@ -274,13 +287,16 @@ func TestRelayStoppedMidBatchFinishesIt(t *testing.T) {
 func TestRelayGivesBackABatchItCannotMove(t *testing.T) {
 	_, from := newMem(t)
 	down := errors.New("broker down")
-	to := fila.New(&stopDuring{Driver: memory.NewBroker(memory.BrokerOptions{}).Open(), stop: func() {}, fail: down})
+	to, err := fila.New(&stopDuring{Driver: memory.NewBroker(memory.BrokerOptions{}).Open(), stop: func() {}, fail: down})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer to.Close()
 	if _, err := from.EnqueueBatch(context.Background(), "q", []fila.Message{{Kind: "a"}, {Kind: "b"}}); err != nil {
 		t.Fatal(err)
 	}
 	// A long lease: only a release makes the batch ready again soon.
-	_, err := (&fila.Relay{From: from, FromQueue: "q", To: to, Batch: 10, Lease: time.Hour}).Run(context.Background())
+	_, err = (&relay.Relay{From: from, FromQueue: "q", To: to, Batch: 10, Lease: time.Hour}).Run(context.Background())
 	if !errors.Is(err, down) {
 		t.Fatalf("Run = %v, want the target's error", err)
 	}
@@ -295,7 +311,7 @@ func TestRelaySecondHopKeepsTheFirstSourceID(t *testing.T) {
 	_, c := newMem(t)
 	ctx := context.Background()
 	id, _ := a.Enqueue(ctx, "q", fila.Message{Kind: "k"})
-	for _, hop := range []*fila.Relay{{From: a, FromQueue: "q", To: b}, {From: b, FromQueue: "q", To: c}} {
+	for _, hop := range []*relay.Relay{{From: a, FromQueue: "q", To: b}, {From: b, FromQueue: "q", To: c}} {
 		hop.StopWhenIdle = 100 * time.Millisecond
 		if _, err := hop.Run(ctx); err != nil {
 			t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/filaotel"
 	"github.com/fila-go/fila/internal/testenv"
-	filaotel "github.com/fila-go/fila/otel"
 )
 
 // TestEnqueueTxCarriesTrace enqueues inside a PostgreSQL transaction: the
@@ -38,7 +38,7 @@ func TestEnqueueTxCarriesTrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := inst.EnqueueTx(ctx, tx, q, fila.Message{Kind: "k"}); err != nil {
+		if _, err := inst.EnqueueTx(ctx, tx, q, []fila.Message{{Kind: "k"}}); err != nil {
 			t.Fatal(err)
 		}
 		if commit {

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/fila-go/fila"
-	filaotel "github.com/fila-go/fila/otel"
+	"github.com/fila-go/fila/filaotel"
 	"github.com/fila-go/fila/worker"
 )
 
@@ -108,7 +108,7 @@ func TestWorkerMetrics(t *testing.T) {
 			}
 
 			ms := collect(t, reader)
-			sys := "messaging.system=" + c.Driver().(interface{ DriverName() string }).DriverName()
+			sys := "messaging.system=" + c.DriverName()
 			dest := "messaging.destination.name=" + q
 
 			// Duration histogram per kind (and error.type for failures).

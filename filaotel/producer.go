@@ -45,9 +45,9 @@ func (in *Instrumentation) EnqueueBatch(ctx context.Context, queue string, msgs 
 // EnqueueTx is fila.Client.EnqueueTx in one producer span, with the span's
 // trace context in every message's headers. The span ends when the enqueue
 // returns, before the caller's transaction commits.
-func (in *Instrumentation) EnqueueTx(ctx context.Context, tx any, queue string, msgs ...fila.Message) ([]string, error) {
+func (in *Instrumentation) EnqueueTx(ctx context.Context, tx any, queue string, msgs []fila.Message) ([]string, error) {
 	ctx, span := in.startSend(ctx, queue, msgs)
-	ids, err := in.c.EnqueueTx(ctx, tx, queue, in.inject(ctx, msgs)...)
+	ids, err := in.c.EnqueueTx(ctx, tx, queue, in.inject(ctx, msgs))
 	in.endSend(ctx, span, queue, msgs, ids, err)
 	return ids, err
 }

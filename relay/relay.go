@@ -1,4 +1,8 @@
-package fila
+// Package relay moves messages from a queue on one fila.Client to a queue
+// on another, at least once: the outbox pattern (PostgreSQL written in the
+// application's transactions, published to another broker) and moving a
+// queue between brokers (what fila migrate runs).
+package relay
 
 import (
 	"context"
@@ -9,8 +13,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/bridge"
 )
+
+// h is what the relay needs of a Client beyond its exported API.
+var h = bridge.Get[*fila.Client, *fila.Delivery, fila.Message]()
+
+var invalidf = backend.Invalidf
 
 // HeaderSourceID is the header a Relay adds to every message it moves: the
 // id the message had on the source, so consumers can de-duplicate. A message
@@ -30,15 +41,15 @@ const HeaderSourceID = "Fila-Source-Id"
 // the HeaderSourceID header.
 //
 // Relay serves two stories. Outbox: the source is PostgreSQL, written in the
-// application's own transactions (Client.EnqueueTx), and the relay publishes
+// application's own transactions (fila.Client.EnqueueTx), and the relay publishes
 // to Redis, RabbitMQ or MongoDB — transactional enqueue for every broker.
 // Migration: point producers at the target, run the relay with StopWhenIdle
 // until the source stays empty (with IncludeDelayed and IncludeDead), retire
 // the source.
 type Relay struct {
-	From      *Client
+	From      *fila.Client
 	FromQueue string
-	To        *Client
+	To        *fila.Client
 	// ToQueue defaults to FromQueue.
 	ToQueue string
 
@@ -60,13 +71,13 @@ type Relay struct {
 	IncludeDead bool
 	// Progress, when set, is called after each moved batch. Progress is
 	// also logged at most every 10 seconds.
-	Progress func(RelayStats)
+	Progress func(Stats)
 	// Logger defaults to the source client's logger.
 	Logger *slog.Logger
 }
 
-// RelayStats count what a Relay moved.
-type RelayStats struct {
+// Stats count what a Relay moved.
+type Stats struct {
 	Moved      int64 // ready messages
 	Delayed    int64 // delayed messages, with their run-at
 	Dead       int64 // dead letters
@@ -74,7 +85,7 @@ type RelayStats struct {
 }
 
 // Total is everything moved.
-func (s RelayStats) Total() int64 { return s.Moved + s.Delayed + s.Dead }
+func (s Stats) Total() int64 { return s.Moved + s.Delayed + s.Dead }
 
 type relayRun struct {
 	r       *Relay
@@ -89,8 +100,8 @@ type relayRun struct {
 	loggedAt time.Time
 }
 
-func (rr *relayRun) stats() RelayStats {
-	return RelayStats{Moved: rr.moved.Load(), Delayed: rr.delayed.Load(), Dead: rr.dead.Load(), Duplicates: rr.dups.Load()}
+func (rr *relayRun) stats() Stats {
+	return Stats{Moved: rr.moved.Load(), Delayed: rr.delayed.Load(), Dead: rr.dead.Load(), Duplicates: rr.dups.Load()}
 }
 
 // progressLogEvery is the least time between two progress log lines.
@@ -116,32 +127,32 @@ func (rr *relayRun) progress() {
 // (enqueued and acked, for at most 10 seconds more) so that a stopped relay
 // leaves nothing to move twice; a batch it cannot move is given back to the
 // source at once rather than when its lease expires.
-func (r *Relay) Run(ctx context.Context) (RelayStats, error) {
+func (r *Relay) Run(ctx context.Context) (Stats, error) {
 	if r.From == nil || r.To == nil {
-		return RelayStats{}, invalidf("relay needs both From and To clients")
+		return Stats{}, invalidf("relay needs both From and To clients")
 	}
-	if err := ValidateQueueName(r.FromQueue); err != nil {
-		return RelayStats{}, err
+	if err := fila.ValidateQueueName(r.FromQueue); err != nil {
+		return Stats{}, err
 	}
 	rr := &relayRun{r: r, to: r.ToQueue, log: r.Logger}
 	if rr.to == "" {
 		rr.to = r.FromQueue
 	}
-	if err := ValidateQueueName(rr.to); err != nil {
-		return RelayStats{}, err
+	if err := fila.ValidateQueueName(rr.to); err != nil {
+		return Stats{}, err
 	}
 	if r.From == r.To && rr.to == r.FromQueue {
-		return RelayStats{}, invalidf("relay source and target are the same queue on the same client")
+		return Stats{}, invalidf("relay source and target are the same queue on the same client")
 	}
 	if rr.log == nil {
-		rr.log = r.From.opts.logger
+		rr.log = h.Logger(r.From)
 	}
 	rr.log = rr.log.With(slog.String("from_queue", r.FromQueue), slog.String("to_queue", rr.to))
 	batch, lease, conc := r.Batch, r.Lease, r.Concurrency
 	if batch <= 0 {
 		batch = 100
 	}
-	batch = min(batch, MaxReceive)
+	batch = min(batch, fila.MaxReceive)
 	if lease <= 0 {
 		lease = time.Minute
 	}
@@ -151,18 +162,18 @@ func (r *Relay) Run(ctx context.Context) (RelayStats, error) {
 	var dr backend.DelayedReceiver
 	if r.IncludeDelayed {
 		var ok bool
-		if dr, ok = r.From.drv.(backend.DelayedReceiver); !ok {
-			return RelayStats{}, &UnsupportedError{Driver: r.From.name, Capability: "taking delayed messages early (relay IncludeDelayed)"}
+		if dr, ok = r.From.Driver().(backend.DelayedReceiver); !ok {
+			return Stats{}, &fila.UnsupportedError{Driver: r.From.DriverName(), Capability: "taking delayed messages early (relay IncludeDelayed)"}
 		}
 	}
 	var dst backend.DeadImporter
 	if r.IncludeDead {
-		if _, ok := r.From.drv.(backend.DeadLetterer); !ok {
-			return RelayStats{}, &UnsupportedError{Driver: r.From.name, Capability: "dead-letter management (relay IncludeDead)"}
+		if _, ok := r.From.Driver().(backend.DeadLetterer); !ok {
+			return Stats{}, &fila.UnsupportedError{Driver: r.From.DriverName(), Capability: "dead-letter management (relay IncludeDead)"}
 		}
 		var ok bool
-		if dst, ok = r.To.drv.(backend.DeadImporter); !ok {
-			return RelayStats{}, &UnsupportedError{Driver: r.To.name, Capability: "importing dead letters (relay IncludeDead)"}
+		if dst, ok = r.To.Driver().(backend.DeadImporter); !ok {
+			return Stats{}, &fila.UnsupportedError{Driver: r.To.DriverName(), Capability: "importing dead letters (relay IncludeDead)"}
 		}
 	}
 	rr.loggedAt = time.Now()
@@ -231,7 +242,7 @@ func (rr *relayRun) moveReady(parent context.Context, batch int, lease time.Dura
 					}
 					rctx, rcancel = context.WithTimeout(ctx, r.StopWhenIdle-idleFor)
 				}
-				ds, err := r.From.Receive(rctx, r.FromQueue, ReceiveParams{Max: batch, Lease: lease})
+				ds, err := r.From.Receive(rctx, r.FromQueue, fila.ReceiveParams{Max: batch, Lease: lease})
 				rcancel()
 				if err != nil {
 					if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -241,7 +252,7 @@ func (rr *relayRun) moveReady(parent context.Context, batch int, lease time.Dura
 					continue // idle timeout or stopping: the loop condition decides
 				}
 				lastSeen.Store(time.Now().UnixNano())
-				if err := rr.forward(ctx, ds, &rr.moved); err != nil {
+				if err := rr.forward(ctx, ds, nil, &rr.moved); err != nil {
 					fail(err)
 					return
 				}
@@ -263,24 +274,25 @@ func (rr *relayRun) moveReady(parent context.Context, batch int, lease time.Dura
 func (rr *relayRun) moveDelayed(ctx context.Context, dr backend.DelayedReceiver, batch int, lease time.Duration) error {
 	r := rr.r
 	for ctx.Err() == nil {
-		cctx, leave, err := r.From.enter(ctx)
-		if err != nil {
+		var bds []backend.Delivery
+		err := h.Call(r.From, ctx, func(ctx context.Context) error {
+			var err error
+			bds, err = dr.ReceiveDelayed(ctx, r.FromQueue, backend.ReceiveParams{Max: batch, Lease: lease})
 			return err
-		}
-		bds, err := dr.ReceiveDelayed(cctx, r.FromQueue, backend.ReceiveParams{Max: batch, Lease: lease})
-		leave()
+		})
 		if err != nil {
-			return fmt.Errorf("relay: take delayed messages from %s: %w", r.FromQueue, r.From.done(ctx, err))
+			return fmt.Errorf("relay: take delayed messages from %s: %w", r.FromQueue, err)
 		}
 		if len(bds) == 0 {
 			return nil
 		}
-		ds := make([]*Delivery, len(bds))
+		ds := make([]*fila.Delivery, len(bds))
+		runAts := make([]time.Time, len(bds))
 		for i := range bds {
-			ds[i] = r.From.newDelivery(r.FromQueue, &bds[i])
-			ds[i].runAt = bds[i].RunAt
+			ds[i] = h.NewDelivery(r.From, r.FromQueue, &bds[i])
+			runAts[i] = bds[i].RunAt
 		}
-		if err := rr.forward(ctx, ds, &rr.delayed); err != nil {
+		if err := rr.forward(ctx, ds, runAts, &rr.delayed); err != nil {
 			return err
 		}
 	}
@@ -292,27 +304,30 @@ func (rr *relayRun) moveDelayed(ctx context.Context, dr backend.DelayedReceiver,
 func (rr *relayRun) moveDead(ctx context.Context, dst backend.DeadImporter, batch int) error {
 	r := rr.r
 	for ctx.Err() == nil {
-		page, err := r.From.DeadList(ctx, r.FromQueue, DeadListParams{Limit: batch})
+		page, err := r.From.DeadList(ctx, r.FromQueue, fila.DeadListParams{Limit: batch})
 		if err != nil {
 			return fmt.Errorf("relay: list dead letters of %s: %w", r.FromQueue, err)
 		}
 		if len(page.Letters) == 0 {
 			return nil
 		}
-		cctx, leave, err := r.To.enter(ctx)
-		if err != nil {
-			return err
+		letters := make([]backend.DeadLetter, len(page.Letters))
+		for i, l := range page.Letters {
+			letters[i] = backend.DeadLetter{
+				Message: backend.Message{ID: l.ID, Kind: l.Kind, Body: l.Body, Headers: l.Headers,
+					DedupKey: l.DedupKey, MaxAttempts: l.MaxAttempts, EnqueuedAt: l.EnqueuedAt},
+				Queue: l.Queue, Attempts: l.Attempts, Reason: l.Reason, DeadAt: l.DeadAt,
+			}
 		}
-		err = dst.DeadImport(cctx, rr.to, page.Letters)
-		leave()
+		err = h.Call(r.To, ctx, func(ctx context.Context) error { return dst.DeadImport(ctx, rr.to, letters) })
 		if err != nil {
-			return fmt.Errorf("relay: import dead letters into %s: %w", rr.to, r.To.done(ctx, err))
+			return fmt.Errorf("relay: import dead letters into %s: %w", rr.to, err)
 		}
 		ids := make([]string, len(page.Letters))
 		for i, l := range page.Letters {
 			ids[i] = l.ID
 		}
-		n, err := r.From.DeadPurge(ctx, r.FromQueue, DeadFilter{IDs: ids})
+		n, err := r.From.DeadPurge(ctx, r.FromQueue, fila.DeadFilter{IDs: ids})
 		if err != nil {
 			return fmt.Errorf("relay: purge moved dead letters from %s: %w", r.FromQueue, err)
 		}
@@ -327,8 +342,9 @@ func (rr *relayRun) moveDead(ctx context.Context, dst backend.DeadImporter, batc
 }
 
 // forward enqueues ds to the target in one batch, then acks them on the
-// source.
-func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic.Int64) error {
+// source. runAts, when not nil, holds the run-at of each delivery taken
+// early (ReceiveDelayed).
+func (rr *relayRun) forward(ctx context.Context, ds []*fila.Delivery, runAts []time.Time, counter *atomic.Int64) error {
 	r := rr.r
 	bms := make([]backend.Message, len(ds))
 	now := time.Now()
@@ -340,14 +356,18 @@ func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic
 		if headers[HeaderSourceID] == "" {
 			headers[HeaderSourceID] = d.ID // a later hop keeps the first source's id
 		}
-		m := Message{Kind: d.Kind, Body: d.Body, Headers: headers, RunAt: d.runAt, DedupKey: d.DedupKey, MaxAttempts: d.MaxAttempts}
-		if m.DedupKey == "" && r.To.dedup {
+		m := fila.Message{Kind: d.Kind, Body: d.Body, Headers: headers, DedupKey: d.DedupKey, MaxAttempts: d.MaxAttempts}
+		if runAts != nil {
+			m.RunAt = runAts[i]
+		}
+		dedup := h.Dedup(r.To)
+		if m.DedupKey == "" && dedup {
 			m.DedupKey = "fila-relay:" + d.ID
 		}
-		if !r.To.dedup {
+		if !dedup {
 			m.DedupKey = ""
 		}
-		bm, err := r.To.prepare(&m, now)
+		bm, err := h.Prepare(r.To, &m, now)
 		if err != nil {
 			rr.release(ctx, ds)
 			return fmt.Errorf("relay: message %s does not fit the target: %w", d.ID, err)
@@ -362,16 +382,15 @@ func (rr *relayRun) forward(ctx context.Context, ds []*Delivery, counter *atomic
 	// target has no dedup keys.
 	fctx, fcancel := graceful(ctx, settleTimeout)
 	defer fcancel()
-	cctx, leave, err := r.To.enter(fctx)
-	if err != nil {
-		rr.release(ctx, ds)
+	var res []backend.EnqueueResult
+	err := h.Call(r.To, fctx, func(ctx context.Context) error {
+		var err error
+		res, err = r.To.Driver().Enqueue(ctx, rr.to, bms)
 		return err
-	}
-	res, err := r.To.drv.Enqueue(cctx, rr.to, bms)
-	leave()
+	})
 	if err != nil {
 		rr.release(ctx, ds)
-		return fmt.Errorf("relay: enqueue %d messages to %s: %w (they stay on the source and are moved again)", len(bms), rr.to, r.To.done(fctx, err))
+		return fmt.Errorf("relay: enqueue %d messages to %s: %w (they stay on the source and are moved again)", len(bms), rr.to, err)
 	}
 	for _, x := range res {
 		if x.Duplicate {
@@ -418,7 +437,7 @@ func graceful(ctx context.Context, grace time.Duration) (context.Context, contex
 
 // release gives back a batch that could not be moved, so it is ready again at
 // once instead of after its lease (best effort: otherwise the lease expires).
-func (rr *relayRun) release(ctx context.Context, ds []*Delivery) {
+func (rr *relayRun) release(ctx context.Context, ds []*fila.Delivery) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	for _, d := range ds {

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fila-go/fila"
-	filaotel "github.com/fila-go/fila/otel"
+	"github.com/fila-go/fila/filaotel"
 	"github.com/fila-go/fila/worker"
 )
 
