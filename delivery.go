@@ -232,11 +232,12 @@ func (c *Client) AckBatch(ctx context.Context, ds []*Delivery) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	cctx, leave, err := c.enter(ctx)
+	cl, err := c.enter(ctx)
 	if err != nil {
 		return err
 	}
-	defer leave()
+	defer c.leave(cl)
+	cctx := cl.ctx
 	var (
 		refs []backend.Ref
 		live []*Delivery

@@ -70,10 +70,15 @@ type Client struct {
 
 	mu       sync.RWMutex
 	closed   bool
-	closeCtx context.Context // cancelled by Close, ending blocked calls
+	closeCtx context.Context // cancelled by Close, ending background work
 	cancel   context.CancelFunc
 	// inflight counts calls in progress so Close can wait for them.
 	inflight sync.WaitGroup
+	// calls holds the cancel functions of the calls in progress, so Close
+	// can end them; a slot is reused once its call has left.
+	callsMu sync.Mutex
+	calls   []context.CancelCauseFunc
+	free    []int
 }
 
 // New returns a Client over a driver value, for callers that build the
@@ -114,21 +119,64 @@ func (c *Client) DriverName() string { return c.name }
 // Driver returns the underlying driver, for driver-specific features.
 func (c *Client) Driver() backend.Driver { return c.drv }
 
+// call is one Client method's use of the driver, from enter to leave.
+type call struct {
+	// ctx ends when the caller's context does, when the client closes, or
+	// when cancel is called (a pause ends a Receive's call this way).
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	slot   int
+}
+
 // enter marks the start of a call; it fails with ErrClosed after Close. The
-// returned context is cancelled when the client closes, so blocked calls end.
-func (c *Client) enter(ctx context.Context) (context.Context, func(), error) {
+// call's context is cancelled when the client closes, so blocked calls end.
+// It costs one cancellable context and a slot in the client's table of
+// calls, which Close walks: a context.AfterFunc on a client-wide context
+// per call cost twice as much.
+func (c *Client) enter(ctx context.Context) (call, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
-		return nil, nil, ErrClosed
+		return call{}, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return call{}, err
 	}
 	c.inflight.Add(1)
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.closeCtx, cancel)
-	return ctx, func() { stop(); cancel(); c.inflight.Done() }, nil
+	cctx, cancel := context.WithCancelCause(ctx)
+	c.callsMu.Lock()
+	var slot int
+	if n := len(c.free); n > 0 {
+		slot = c.free[n-1]
+		c.free = c.free[:n-1]
+		c.calls[slot] = cancel
+	} else {
+		slot = len(c.calls)
+		c.calls = append(c.calls, cancel)
+	}
+	c.callsMu.Unlock()
+	return call{ctx: cctx, cancel: cancel, slot: slot}, nil
+}
+
+// leave ends a call that enter started.
+func (c *Client) leave(cl call) {
+	c.callsMu.Lock()
+	c.calls[cl.slot] = nil
+	c.free = append(c.free, cl.slot)
+	c.callsMu.Unlock()
+	cl.cancel(nil)
+	c.inflight.Done()
+}
+
+// cancelCalls ends every call in progress, for Close.
+func (c *Client) cancelCalls() {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	for _, cancel := range c.calls {
+		if cancel != nil {
+			cancel(nil)
+		}
+	}
 }
 
 // call runs f under enter and maps its error with done: the sequence of
@@ -136,12 +184,12 @@ func (c *Client) enter(ctx context.Context) (context.Context, func(), error) {
 // AckBatch use enter and done themselves, because they map some errors and
 // not others (per-message and per-delivery results).
 func (c *Client) call(ctx context.Context, f func(context.Context) error) error {
-	cctx, leave, err := c.enter(ctx)
+	cl, err := c.enter(ctx)
 	if err != nil {
 		return err
 	}
-	defer leave()
-	return c.done(ctx, f(cctx))
+	defer c.leave(cl)
+	return c.done(ctx, f(cl.ctx))
 }
 
 // done maps an error from a call made under enter: a cancellation caused by
@@ -178,6 +226,7 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.cancel()
 	c.mu.Unlock()
+	c.cancelCalls()
 	c.inflight.Wait()
 	c.bg.Wait()
 	return c.drv.Close()
@@ -204,11 +253,12 @@ func (c *Client) EnqueueBatch(ctx context.Context, queue string, msgs []Message)
 	if err != nil {
 		return nil, err
 	}
-	cctx, leave, err := c.enter(ctx)
+	cl, err := c.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer leave()
+	defer c.leave(cl)
+	cctx := cl.ctx
 	held, claimed, err := c.holdUnique(cctx, queue, msgs, bms[0].EnqueuedAt)
 	if err != nil {
 		return nil, c.done(ctx, err)
@@ -363,12 +413,18 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 	if err := validateLease(p.Lease); err != nil {
 		return nil, err
 	}
-	cctx, leave, err := c.enter(ctx)
+	cl, err := c.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer leave()
+	entered := true
+	defer func() {
+		if entered {
+			c.leave(cl)
+		}
+	}()
 	for {
+		cctx := cl.ctx
 		var qc *queueControl
 		if c.marker != nil {
 			// While the queue is paused nothing is received; a pause
@@ -391,9 +447,17 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 				}
 			}
 		}
-		bds, err := c.receiveUnlessPaused(cctx, qc, queue, backend.ReceiveParams{Max: p.Max, Lease: p.Lease})
+		bds, err := c.receiveUnlessPaused(cl, qc, queue, backend.ReceiveParams{Max: p.Max, Lease: p.Lease})
 		if errors.Is(err, errPaused) {
-			continue // wait for the resume
+			// The pause may have ended the call's context: wait for the
+			// resume under a fresh one.
+			c.leave(cl)
+			entered = false
+			if cl, err = c.enter(ctx); err != nil {
+				return nil, err
+			}
+			entered = true
+			continue
 		}
 		if err != nil {
 			return nil, c.done(ctx, err)
@@ -428,23 +492,20 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 // errPaused ends a driver Receive when its queue was paused meanwhile.
 var errPaused = errors.New("fila: queue paused")
 
-// receiveUnlessPaused calls the driver's Receive; with marks, a pause seen
-// by the client's refresher meanwhile cancels it (returning errPaused).
-// Only a pause cancels it: a cancelled Receive may leave a claim leased
-// until its lease expires, so receives are not cut short on a timer.
-func (c *Client) receiveUnlessPaused(ctx context.Context, qc *queueControl, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+// receiveUnlessPaused calls the driver's Receive under the call cl; with
+// marks, a pause seen meanwhile ends cl's context with errPaused and what
+// the driver claimed goes back.
+func (c *Client) receiveUnlessPaused(cl call, qc *queueControl, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	if qc == nil {
-		return c.drv.Receive(ctx, queue, p)
+		return c.drv.Receive(cl.ctx, queue, p)
 	}
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	key, ok := qc.addReceiver(cancel)
+	key, ok := qc.addReceiver(cl.cancel)
 	if !ok {
 		return nil, errPaused
 	}
 	defer qc.removeReceiver(key)
-	bds, err := c.drv.Receive(rctx, queue, p)
-	if ctx.Err() == nil && errors.Is(context.Cause(rctx), errPaused) {
+	bds, err := c.drv.Receive(cl.ctx, queue, p)
+	if errors.Is(context.Cause(cl.ctx), errPaused) {
 		// The pause was seen while the driver was claiming: what it claimed
 		// goes back at once (a delivery, counted like any other), so
 		// nothing is handed out after a pause was seen.
