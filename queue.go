@@ -119,8 +119,8 @@ func (c *Client) DriverName() string { return c.name }
 // Driver returns the underlying driver, for driver-specific features.
 func (c *Client) Driver() backend.Driver { return c.drv }
 
-// call is one Client method's use of the driver, from enter to leave.
-type call struct {
+// entered is one Client method's use of the driver, from enter to leave.
+type entered struct {
 	// ctx ends when the caller's context does, when the client closes, or
 	// when cancel is called (a pause ends a Receive's call this way).
 	ctx    context.Context
@@ -133,14 +133,14 @@ type call struct {
 // It costs one cancellable context and a slot in the client's table of
 // calls, which Close walks: a context.AfterFunc on a client-wide context
 // per call cost twice as much.
-func (c *Client) enter(ctx context.Context) (call, error) {
+func (c *Client) enter(ctx context.Context) (entered, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
-		return call{}, ErrClosed
+		return entered{}, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return call{}, err
+		return entered{}, err
 	}
 	c.inflight.Add(1)
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -155,11 +155,11 @@ func (c *Client) enter(ctx context.Context) (call, error) {
 		c.calls = append(c.calls, cancel)
 	}
 	c.callsMu.Unlock()
-	return call{ctx: cctx, cancel: cancel, slot: slot}, nil
+	return entered{ctx: cctx, cancel: cancel, slot: slot}, nil
 }
 
 // leave ends a call that enter started.
-func (c *Client) leave(cl call) {
+func (c *Client) leave(cl entered) {
 	c.callsMu.Lock()
 	c.calls[cl.slot] = nil
 	c.free = append(c.free, cl.slot)
@@ -417,9 +417,9 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 	if err != nil {
 		return nil, err
 	}
-	entered := true
+	inCall := true
 	defer func() {
-		if entered {
+		if inCall {
 			c.leave(cl)
 		}
 	}()
@@ -452,11 +452,11 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 			// The pause may have ended the call's context: wait for the
 			// resume under a fresh one.
 			c.leave(cl)
-			entered = false
+			inCall = false
 			if cl, err = c.enter(ctx); err != nil {
 				return nil, err
 			}
-			entered = true
+			inCall = true
 			continue
 		}
 		if err != nil {
@@ -495,7 +495,7 @@ var errPaused = errors.New("fila: queue paused")
 // receiveUnlessPaused calls the driver's Receive under the call cl; with
 // marks, a pause seen meanwhile ends cl's context with errPaused and what
 // the driver claimed goes back.
-func (c *Client) receiveUnlessPaused(cl call, qc *queueControl, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+func (c *Client) receiveUnlessPaused(cl entered, qc *queueControl, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	if qc == nil {
 		return c.drv.Receive(cl.ctx, queue, p)
 	}
