@@ -26,11 +26,7 @@ import (
 // On a quiescent queue driven by one instance the counts are exact.
 // OldestReadyAt and DeadByKind are not provided.
 func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
-	n, err := d.names(queue)
-	if err != nil {
-		return backend.Stats{}, err
-	}
-	s, err := d.session(ctx, d.opts.ReconnectWait)
+	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return backend.Stats{}, err
 	}
@@ -254,11 +250,7 @@ func (sc *deadScan) selected(f backend.DeadFilter) []int {
 // back at the end, so it costs one round trip per dead letter. The cursor is
 // the id of the last letter of the previous page.
 func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListParams) (backend.DeadPage, error) {
-	n, err := d.names(queue)
-	if err != nil {
-		return backend.DeadPage{}, err
-	}
-	s, err := d.session(ctx, d.opts.ReconnectWait)
+	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return backend.DeadPage{}, err
 	}
@@ -319,11 +311,7 @@ func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFil
 // filter, by purging the dead queue).
 func (d *Driver) DeadPurge(ctx context.Context, queue string, f backend.DeadFilter) (int, error) {
 	if f.IDs == nil && f.Kind == "" {
-		n, err := d.names(queue)
-		if err != nil {
-			return 0, err
-		}
-		s, err := d.session(ctx, d.opts.ReconnectWait)
+		n, s, err := d.queueSession(ctx, queue)
 		if err != nil {
 			return 0, err
 		}
@@ -345,11 +333,7 @@ func (d *Driver) DeadPurge(ctx context.Context, queue string, f backend.DeadFilt
 // deadOp scans the dead queue, runs op on the selected letters and acks
 // them if it succeeded; the others go back when the scan's channel closes.
 func (d *Driver) deadOp(ctx context.Context, queue string, f backend.DeadFilter, op func(*session, names, *deadScan, []int) error) (int, error) {
-	n, err := d.names(queue)
-	if err != nil {
-		return 0, err
-	}
-	s, err := d.session(ctx, d.opts.ReconnectWait)
+	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return 0, err
 	}
@@ -394,11 +378,7 @@ func (d *Driver) deadOp(ctx context.Context, queue string, f backend.DeadFilter,
 // broker cancels their consumer of the deleted queue (basic.cancel), which
 // has them drop that channel the same way.
 func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
-	n, err := d.names(queue)
-	if err != nil {
-		return err
-	}
-	s, err := d.session(ctx, d.opts.ReconnectWait)
+	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return err
 	}

@@ -14,11 +14,7 @@ import (
 // returns when the broker confirmed every message. A batch is not atomic:
 // when the call fails, some of its messages may be stored.
 func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
-	n, err := d.names(queue)
-	if err != nil {
-		return nil, err
-	}
-	s, err := d.session(ctx, d.opts.ReconnectWait)
+	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return nil, err
 	}

@@ -83,11 +83,7 @@ func (n names) markRegistry(expiring bool) string {
 // it creates is recorded in the queue's mark registry for QueueDelete; if
 // that fails, the mark is deleted again and the error returned.
 func (d *Driver) MarkSet(ctx context.Context, queue, name string, until time.Time, onlyNew bool) (bool, error) {
-	n, err := d.names(queue)
-	if err != nil {
-		return false, err
-	}
-	s, err := d.session(ctx, d.opts.ReconnectWait)
+	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return false, err
 	}
@@ -136,11 +132,7 @@ func (d *Driver) MarkSet(ctx context.Context, queue, name string, until time.Tim
 // restart the queue's x-expires timer). An expired mark is reported until
 // the broker deleted its queue, typically within milliseconds of its expiry.
 func (d *Driver) MarkGet(ctx context.Context, queue, name string) (bool, error) {
-	n, err := d.names(queue)
-	if err != nil {
-		return false, err
-	}
-	s, err := d.session(ctx, d.opts.ReconnectWait)
+	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return false, err
 	}
@@ -150,11 +142,7 @@ func (d *Driver) MarkGet(ctx context.Context, queue, name string) (bool, error) 
 // MarkDelete deletes the mark's queue; a missing one is not an error. Its
 // registry record stays until it expires or QueueDelete.
 func (d *Driver) MarkDelete(ctx context.Context, queue, name string) error {
-	n, err := d.names(queue)
-	if err != nil {
-		return err
-	}
-	s, err := d.session(ctx, d.opts.ReconnectWait)
+	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return err
 	}

@@ -295,11 +295,7 @@ func (p *puller) release(held []heldGet) {
 // the dead queue already holds. Checking means reading the whole dead
 // queue as DeadList does: one round trip per dead letter already there.
 func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend.DeadLetter) error {
-	n, err := d.names(queue)
-	if err != nil {
-		return err
-	}
-	s, err := d.session(ctx, d.opts.ReconnectWait)
+	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return err
 	}

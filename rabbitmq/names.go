@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -47,6 +48,22 @@ type names struct {
 	dead string // dead-letter exchange and queue
 }
 
+// queueSession returns queue's names and a session, the start of every call
+// that works on one queue's broker objects.
+func (d *Driver) queueSession(ctx context.Context, queue string) (names, *session, error) {
+	n, err := d.names(queue)
+	if err != nil {
+		return names{}, nil, err
+	}
+	s, err := d.session(ctx, d.opts.ReconnectWait)
+	if err != nil {
+		return names{}, nil, err
+	}
+	return n, s, nil
+}
+
+// names returns queue's broker names, or ErrInvalid when the longest of
+// them would pass RabbitMQ's limit.
 func (d *Driver) names(queue string) (names, error) {
 	main := d.opts.Prefix + "." + queue
 	// The longest derived name is the delay queue of the largest bucket.

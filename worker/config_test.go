@@ -11,12 +11,19 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/memory"
 	"github.com/fila-go/fila/worker"
 )
 
 func memClient(t *testing.T) *fila.Client {
-	c, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
+	return clientOver(t, memory.NewBroker(memory.BrokerOptions{}).Open())
+}
+
+// clientOver returns a client over drv, closed when the test ends.
+func clientOver(t testing.TB, drv backend.Driver) *fila.Client {
+	t.Helper()
+	c, err := fila.New(drv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,11 +39,7 @@ func TestReceiveOutageLogsBoundedLines(t *testing.T) {
 	t.Parallel()
 	drv := &downDriver{Driver: memory.NewBroker(memory.BrokerOptions{}).Open()}
 	drv.down.Store(true)
-	c, err := fila.New(drv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := clientOver(t, drv)
 	q := queueName(t) // an in-memory broker of its own: nothing to delete
 	rec := testenv.NewLogRecorder()
 	cfg := fastConfig(q, 1)

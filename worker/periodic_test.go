@@ -177,11 +177,7 @@ func TestPeriodicValidation(t *testing.T) {
 
 func TestPeriodicNeedsMarks(t *testing.T) {
 	// hookDriver passes the Driver interface and dedup keys only.
-	c, err := fila.New(&hookDriver{Driver: memory.NewBroker(memory.BrokerOptions{}).Open()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := clientOver(t, &hookDriver{Driver: memory.NewBroker(memory.BrokerOptions{}).Open()})
 	w, err := worker.New(c, worker.Config{Periodic: []worker.Periodic{everySecond("runs")}})
 	if !errors.Is(err, fila.ErrUnsupported) || w != nil || !strings.Contains(err.Error(), "marks") {
 		t.Fatalf("New = %v, %v; want an ErrUnsupported error naming marks", w, err)
@@ -220,11 +216,7 @@ func TestPeriodicOneRunPerTick(t *testing.T) {
 	p := everySecond(queue)
 	var workers []*running
 	for range 3 {
-		c, err := fila.New(marksOnly(b.Open()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := clientOver(t, marksOnly(b.Open()))
 		workers = append(workers, start(t, c, worker.Config{Periodic: []worker.Periodic{p}}, nil))
 	}
 	started := time.Now()
@@ -271,11 +263,7 @@ func TestPeriodicDedupKeyGuards(t *testing.T) {
 	capture := newCapture()
 	var workers []*running
 	for range 3 {
-		c, err := fila.New(grantAll{b.Open()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := clientOver(t, grantAll{b.Open()})
 		workers = append(workers, start(t, c, worker.Config{Periodic: []worker.Periodic{everySecond(queue)}, Logger: slog.New(capture)}, nil))
 	}
 	// Three ticks, each claimed by all three workers.
@@ -315,11 +303,7 @@ func TestPeriodicMissed(t *testing.T) {
 
 	t.Run("run once enqueues a tick never run", func(t *testing.T) {
 		d := memory.NewBroker(memory.BrokerOptions{}).Open()
-		c, err := fila.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := clientOver(t, d)
 		capture := newCapture()
 		tick := lastTick()
 		start(t, c, worker.Config{Periodic: []worker.Periodic{day("daily", worker.MissedRunOnce)}, Logger: slog.New(capture)}, nil)
@@ -338,11 +322,7 @@ func TestPeriodicMissed(t *testing.T) {
 	})
 	t.Run("run once skips a tick already run", func(t *testing.T) {
 		d := memory.NewBroker(memory.BrokerOptions{}).Open()
-		c, err := fila.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := clientOver(t, d)
 		tick := lastTick()
 		// Another process ran it.
 		if _, err := d.MarkSet(context.Background(), "daily", markName(tick), time.Now().Add(48*time.Hour), true); err != nil {
@@ -360,11 +340,7 @@ func TestPeriodicMissed(t *testing.T) {
 	})
 	t.Run("skip runs no missed tick", func(t *testing.T) {
 		d := memory.NewBroker(memory.BrokerOptions{}).Open()
-		c, err := fila.New(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := clientOver(t, d)
 		tick := lastTick()
 		capture := newCapture()
 		r := start(t, c, worker.Config{Periodic: []worker.Periodic{day("daily", worker.MissedSkip)}, Logger: slog.New(capture)}, nil)
@@ -395,11 +371,7 @@ func TestPeriodicEnqueueRetry(t *testing.T) {
 	t.Cleanup(func() { consumer.Close() })
 	drv := &failingEnqueue{markDriver: marksOnly(b.Open()), err: fmt.Errorf("%w: injected", fila.ErrUnavailable),
 		fail: func(call int32) bool { return call <= 3 }}
-	c, err := fila.New(drv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := clientOver(t, drv)
 	capture := newCapture()
 	p := everySecond("runs")
 	p.Every = 24 * time.Hour // one tick, the one run once at start, with a day to retry
@@ -444,11 +416,7 @@ func TestPeriodicEnqueueGivesUp(t *testing.T) {
 			b := memory.NewBroker(memory.BrokerOptions{})
 			md := b.Open()
 			drv := &failingEnqueue{markDriver: marksOnly(md), err: tc.err, fail: func(int32) bool { return true }}
-			c, err := fila.New(drv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
+			c := clientOver(t, drv)
 			capture := newCapture()
 			// The first tick's retries have 2s, up to the next tick.
 			p := everySecond("runs")

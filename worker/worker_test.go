@@ -40,12 +40,7 @@ import (
 
 func TestWorkerMemory(t *testing.T) {
 	runWorkerTests(t, func(t *testing.T) *fila.Client {
-		c, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+		return clientOver(t, memory.NewBroker(memory.BrokerOptions{}).Open())
 	})
 }
 
@@ -530,11 +525,7 @@ func testShutdownUnstarted(t *testing.T, base *fila.Client) {
 		received.Add(int32(len(ds)))
 		cancel()
 	}}
-	c, err := fila.New(hd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := clientOver(t, hd)
 	var rec recorder
 	cfg := fastConfig(q, 5)
 	rec.hook(&cfg)
@@ -586,11 +577,7 @@ func testConcurrency(t *testing.T, base *fila.Client) {
 		afterReceive: func(q string, ds []backend.Delivery) { leased[q].add(int64(len(ds))) },
 		settled:      func(q string) { leased[q].add(-1) },
 	}
-	c, err := fila.New(hd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := clientOver(t, hd)
 	const perQueue = 12
 	for q := range limits {
 		msgs := make([]fila.Message, perQueue)
@@ -828,11 +815,7 @@ func testBatchedAckOutcomes(t *testing.T, open func(t *testing.T) *fila.Client) 
 		t.Run(fmt.Sprintf("whole=%v", whole), func(t *testing.T) {
 			// Like testConcurrency, both clients close the driver.
 			fd := &ackFaultDriver{Driver: open(t).Driver(), perRef: map[string]error{}}
-			c, err := fila.New(fd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
+			c := clientOver(t, fd)
 			q := newQueue(t, c)
 			const n = 6
 			msgs := make([]fila.Message, n)
