@@ -45,13 +45,15 @@ type config struct {
 	vacuumEvery  time.Duration
 	susConc      int
 	susBaselines bool
+	delay        time.Duration
+	delayRate    float64
 
 	pgURL, redisURL, amqpURL, mongoURL string
 	cpuProfile                         string
 }
 
 var allBrokers = []string{"postgres", "redis", "rabbitmq", "mongo"}
-var allScenarios = []string{"enqueue", "burn-down", "latency", "sustained"}
+var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustained"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -97,7 +99,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg config
 	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, all, or a comma-separated list")
-	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, sustained, all, or a comma-separated list")
+	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, all, or a comma-separated list")
 	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all")
 	preset := fs.String("preset", "quick", "quick (all brokers in ~15 min) or full (the sizes of issue 11)")
 	fs.DurationVar(&cfg.enqueueDur, "enqueue-duration", 0, "time per enqueue measurement (quick 3s, full 10s)")
@@ -106,9 +108,11 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.mongoBurnN, "mongo-burn-n", 0, "messages preloaded per burn-down on MongoDB/FerretDB (quick 300, full 3000)")
 	mongoRates := fs.String("mongo-rates", "20,50", "offered rates (msg/s) of the latency scenario on MongoDB/FerretDB, which is far slower")
 	burnConcs := fs.String("burn-concurrency", "1,10,100", "worker concurrencies of the burn-down")
-	rates := fs.String("rates", "500,2000", "offered rates (msg/s) of the latency scenario")
+	rates := fs.String("rates", "500,1000,2000", "offered rates (msg/s) of the latency scenario")
 	fs.DurationVar(&cfg.latencyDur, "latency-duration", 0, "time per offered rate (quick 10s, full 30s)")
 	fs.IntVar(&cfg.latencyConc, "latency-concurrency", 100, "consumer concurrency in the latency and sustained scenarios")
+	fs.DurationVar(&cfg.delay, "delay", time.Second, "the Delay of every message in the delay scenario")
+	fs.Float64Var(&cfg.delayRate, "delay-rate", 50, "offered rate (msg/s) of delayed messages in the delay scenario (MongoDB/FerretDB: its first --mongo-rates)")
 	fs.Float64Var(&cfg.susRate, "sustained-rate", 500, "offered rate (msg/s) of the sustained PostgreSQL run")
 	fs.DurationVar(&cfg.susDur, "sustained-duration", 0, "length of each sustained phase (quick 1m, full 10m; 30m for the long run)")
 	fs.DurationVar(&cfg.susInterval, "sustained-interval", 10*time.Second, "sampling interval of the sustained run")

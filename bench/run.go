@@ -12,13 +12,14 @@ type report struct {
 	results   []result
 	sustained []sustainedRun
 	started   time.Time
+	delay     time.Duration // the delay scenario's Delay, for its row names
 	took      time.Duration
 }
 
 // run measures every selected scenario on every selected broker, closing
 // (and cleaning up) each broker's systems before the next broker starts.
 func run(ctx context.Context, cfg config) (*report, error) {
-	rep := &report{started: time.Now()}
+	rep := &report{started: time.Now(), delay: cfg.delay}
 	defer func() { rep.took = time.Since(rep.started) }()
 	var errs []error
 	for _, b := range cfg.brokers {
@@ -138,6 +139,15 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 	for _, s := range systems {
 		if cfg.wants("latency") {
 			record(latencyScenario(ctx, broker, s, rates, cfg.latencyDur, cfg.latencyConc))
+		}
+	}
+	for _, s := range systems {
+		if cfg.wants("delay") {
+			rate := cfg.delayRate
+			if broker == "mongo" {
+				rate = min(rate, rates[0])
+			}
+			record(delayScenario(ctx, broker, s, cfg.delay, rate, cfg.latencyDur, cfg.latencyConc))
 		}
 	}
 	if broker == "postgres" && cfg.wants("sustained") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/fila-go/fila"
 	_ "github.com/fila-go/fila/mongo"
@@ -65,6 +66,11 @@ func (s *filaSystem) Enqueue(ctx context.Context, bodies [][]byte) error {
 		msgs[i] = fila.Message{Kind: "bench", Body: b}
 	}
 	_, err := s.client.EnqueueBatch(ctx, s.queue, msgs)
+	return err
+}
+
+func (s *filaSystem) EnqueueDelayed(ctx context.Context, body []byte, delay time.Duration) error {
+	_, err := s.client.Enqueue(ctx, s.queue, fila.Message{Kind: "bench", Body: body, Delay: delay})
 	return err
 }
 

@@ -252,6 +252,11 @@ func (s *riverSystem) Enqueue(ctx context.Context, bodies [][]byte) error {
 	return err
 }
 
+func (s *riverSystem) EnqueueDelayed(ctx context.Context, body []byte, delay time.Duration) error {
+	_, err := s.inserter.Insert(ctx, benchArgs{Body: body}, &river.InsertOpts{Queue: s.queue, ScheduledAt: time.Now().Add(delay)})
+	return err
+}
+
 type riverConsumer struct {
 	client *river.Client[pgx.Tx]
 	done   atomic.Int64

@@ -176,6 +176,11 @@ func (s *asynqSystem) Enqueue(ctx context.Context, bodies [][]byte) error {
 	return err
 }
 
+func (s *asynqSystem) EnqueueDelayed(ctx context.Context, body []byte, delay time.Duration) error {
+	_, err := s.client.EnqueueContext(ctx, asynq.NewTask("bench", body), asynq.Queue(s.queue), asynq.ProcessIn(delay))
+	return err
+}
+
 type asynqConsumer struct {
 	srv   *asynq.Server
 	rdb   *goredis.Client
