@@ -86,8 +86,10 @@
 // # Wake-up and latency
 //
 // A Receive blocked on an empty queue wakes one round trip after an enqueue
-// (well under 10 ms on a local server). Delays, retries and expired leases
-// created by other clients are noticed within fila_block plus a round trip.
+// (well under 10 ms on a local server). A Receive that knows the next due
+// time (a run-at or lease deadline it saw) wakes at it on a local timer.
+// Delays, retries and expired leases created by other clients after it
+// began waiting are noticed within fila_block plus a round trip.
 // A cancelled Receive returns at once; its blocking read ends in the
 // background within fila_block, holding its connection until then.
 //
