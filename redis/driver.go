@@ -323,12 +323,16 @@ func (d *Driver) token() string {
 // the next known due time comes, or Options.Block passes, then claims again.
 func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	k := d.keys(queue)
+	// due: the last wait ended at a known due time, so something is likely
+	// to promote or take over; the script path does that before it reads,
+	// where the fast path would need a second claim.
+	due := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		tok := d.token()
-		if p.Max >= d.o.fastMin && d.fastOK(queue) {
+		if p.Max >= d.o.fastMin && !due && d.fastOK(queue) {
 			res, err := d.claimFast(ctx, queue, k, p, tok)
 			if err != nil {
 				return nil, err
@@ -343,7 +347,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			if res.next >= 0 && res.next < wait {
 				wait = res.next
 			}
-			if err := d.wait(ctx, k.stream, res.wake, max(wait, time.Millisecond)); err != nil {
+			if due, err = d.wait(ctx, k.stream, res.wake, max(wait, time.Millisecond)); err != nil {
 				return nil, err
 			}
 			continue
@@ -369,7 +373,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		if wait < time.Millisecond {
 			wait = time.Millisecond
 		}
-		if err := d.wait(ctx, k.stream, str(v[2]), wait); err != nil {
+		if due, err = d.wait(ctx, k.stream, str(v[2]), wait); err != nil {
 			return nil, err
 		}
 	}
@@ -384,16 +388,17 @@ func (d *Driver) sweepMS() int64 {
 }
 
 // wait blocks until the stream has an entry after id, wait passes or ctx
-// ends. The stream is watched with XREAD BLOCK for Options.Block, but a
-// shorter wait (a known due time: a run-at or a lease deadline) ends on a
-// local timer: Redis ends a blocking command's timeout only when its event
-// loop wakes, which an idle server does every 1000/hz ms (100 ms by
-// default), so BLOCK alone made due messages up to that late. XREAD has no
-// side effect, so abandoning it (on cancellation, or when the timer fires
-// first) loses nothing; its goroutine finishes within Options.Block. The
-// Receives of one driver waiting on one stream share a watch (see watch),
-// so a series of short waits does not pile up blocked reads.
-func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration) error {
+// ends, and reports whether it ended at wait (a due time). The stream is
+// watched with XREAD BLOCK for Options.Block, but a shorter wait (a known
+// due time: a run-at or a lease deadline) ends on a local timer: Redis ends
+// a blocking command's timeout only when its event loop wakes, which an idle
+// server does on its cron (every 100 ms at the default hz 10), so BLOCK
+// alone made due messages up to that late. XREAD has no side effect, so
+// abandoning it (on cancellation, or when the timer fires first) loses
+// nothing; its goroutine finishes within Options.Block. The Receives of one
+// driver waiting on one stream share a watch (see watch), so a series of
+// short waits does not pile up blocked reads.
+func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration) (due bool, err error) {
 	w := d.watch(ctx, stream, id)
 	var timer <-chan time.Time
 	if wait < d.o.Block {
@@ -403,14 +408,14 @@ func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration
 	}
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-timer:
-		return nil
+		return true, nil
 	case <-w.done:
 		if w.err == nil || errors.Is(w.err, goredis.Nil) {
-			return nil
+			return false, nil
 		}
-		return d.fail(ctx, w.err)
+		return false, d.fail(ctx, w.err)
 	}
 }
 

@@ -31,7 +31,7 @@ const (
 func ForceFastPath(o *Options) { o.fastMin = 1 }
 
 // Wait exposes the wait of a Receive that found nothing.
-func (d *Driver) Wait(ctx context.Context, stream, id string, wait time.Duration) error {
+func (d *Driver) Wait(ctx context.Context, stream, id string, wait time.Duration) (due bool, err error) {
 	return d.wait(ctx, stream, id, wait)
 }
 

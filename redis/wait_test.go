@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -24,8 +25,8 @@ func TestWaitEndsAtDueTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := d.Wait(ctx, stream, id, 10*time.Millisecond); err != nil {
-		t.Fatal(err)
+	if due, err := d.Wait(ctx, stream, id, 10*time.Millisecond); err != nil || !due {
+		t.Fatalf("a 10 ms wait on a stream without new entries: due %v, %v", due, err)
 	}
 	w := d.Watch(stream)
 	if w == nil {
@@ -36,14 +37,20 @@ func TestWaitEndsAtDueTime(t *testing.T) {
 	if el := time.Since(start); el > 10*time.Second {
 		t.Fatalf("a 10 ms wait took %v", el)
 	}
-	if err := d.Wait(ctx, stream, id, time.Millisecond); err != nil {
+	if _, err := d.Wait(ctx, stream, id, time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if d.Watch(stream) != w {
 		t.Fatal("a second wait started another blocked read")
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- d.Wait(ctx, stream, id, time.Hour) }()
+	go func() {
+		due, err := d.Wait(ctx, stream, id, time.Hour)
+		if err == nil && due {
+			err = errors.New("a wait without a due time reported one")
+		}
+		errc <- err
+	}()
 	if err := e.raw.XAdd(ctx, &goredis.XAddArgs{Stream: stream, Values: []any{"x", "2"}}).Err(); err != nil {
 		t.Fatal(err)
 	}
