@@ -52,8 +52,9 @@
 //	any other             go-redis  passed to go-redis's URL parser for the mode: db, pool_size,
 //	                                dial_timeout, …
 //
-// A blocked Receive holds one pooled connection while it waits, so set
-// pool_size above the number of receives that may block at once.
+// A blocked Receive holds one pooled connection while it waits (the
+// Receives of one client waiting on the same queue share one), so set
+// pool_size above the number of queues whose receives may block at once.
 //
 // # Durability
 //
