@@ -52,8 +52,9 @@
 //	any other             go-redis  passed to go-redis's URL parser for the mode: db, pool_size,
 //	                                dial_timeout, …
 //
-// A blocked Receive holds one pooled connection while it waits, so set
-// pool_size above the number of receives that may block at once.
+// A blocked Receive holds one pooled connection while it waits (the
+// Receives of one client waiting on the same queue share one), so set
+// pool_size above the number of queues whose receives may block at once.
 //
 // # Durability
 //
@@ -86,8 +87,10 @@
 // # Wake-up and latency
 //
 // A Receive blocked on an empty queue wakes one round trip after an enqueue
-// (well under 10 ms on a local server). Delays, retries and expired leases
-// created by other clients are noticed within fila_block plus a round trip.
+// (well under 10 ms on a local server). A Receive that knows the next due
+// time (a run-at or lease deadline it saw) wakes at it on a local timer.
+// Delays, retries and expired leases created by other clients after it
+// began waiting are noticed within fila_block plus a round trip.
 // A cancelled Receive returns at once; its blocking read ends in the
 // background within fila_block, holding its connection until then.
 //

@@ -45,9 +45,12 @@ type Driver struct {
 	// cannot interrupt; Close waits for them (at most Options.Block).
 	waits sync.WaitGroup
 
-	mu     sync.Mutex
-	hint   map[string]time.Time // per queue, when the earliest lease seen expires (see fastOK)
-	closed bool
+	mu   sync.Mutex
+	hint map[string]time.Time // per queue, when the earliest lease seen expires (see fastOK)
+	// watches holds, per stream key, the blocking read waiting Receives
+	// share (see watch).
+	watches map[string]*streamWatch
+	closed  bool
 }
 
 // New returns a driver over a go-redis client the caller owns (a *Client,
@@ -74,7 +77,7 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, o Options, p
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("fila/redis: random token base: %w", err)
 	}
-	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}}
+	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}, watches: map[string]*streamWatch{}}
 	registerLog(d)
 	if ping {
 		if err := d.pingWithin(ctx); err != nil {
@@ -320,12 +323,16 @@ func (d *Driver) token() string {
 // the next known due time comes, or Options.Block passes, then claims again.
 func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	k := d.keys(queue)
+	// due: the last wait ended at a known due time, so something is likely
+	// to promote or take over; the script path does that before it reads,
+	// where the fast path would need a second claim.
+	due := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		tok := d.token()
-		if p.Max >= d.o.fastMin && d.fastOK(queue) {
+		if p.Max >= d.o.fastMin && !due && d.fastOK(queue) {
 			res, err := d.claimFast(ctx, queue, k, p, tok)
 			if err != nil {
 				return nil, err
@@ -340,7 +347,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			if res.next >= 0 && res.next < wait {
 				wait = res.next
 			}
-			if err := d.wait(ctx, k.stream, res.wake, max(wait, time.Millisecond)); err != nil {
+			if due, err = d.wait(ctx, k.stream, res.wake, max(wait, time.Millisecond)); err != nil {
 				return nil, err
 			}
 			continue
@@ -366,7 +373,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		if wait < time.Millisecond {
 			wait = time.Millisecond
 		}
-		if err := d.wait(ctx, k.stream, str(v[2]), wait); err != nil {
+		if due, err = d.wait(ctx, k.stream, str(v[2]), wait); err != nil {
 			return nil, err
 		}
 	}
@@ -381,25 +388,69 @@ func (d *Driver) sweepMS() int64 {
 }
 
 // wait blocks until the stream has an entry after id, wait passes or ctx
-// ends. XREAD has no side effect, so abandoning it on cancellation loses
-// nothing; the goroutine finishes within wait.
-func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration) error {
-	done := make(chan error, 1)
+// ends, and reports whether it ended at wait (a due time). The stream is
+// watched with XREAD BLOCK for Options.Block, but a shorter wait (a known
+// due time: a run-at or a lease deadline) ends on a local timer: Redis ends
+// a blocking command's timeout only when its event loop wakes, which an idle
+// server does on its cron (every 100 ms at the default hz 10), so BLOCK
+// alone made due messages up to that late. XREAD has no side effect, so
+// abandoning it (on cancellation, or when the timer fires first) loses
+// nothing; its goroutine finishes within Options.Block. The Receives of one
+// driver waiting on one stream share a watch (see watch), so a series of
+// short waits does not pile up blocked reads.
+func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration) (due bool, err error) {
+	w := d.watch(ctx, stream, id)
+	var timer <-chan time.Time
+	if wait < d.o.Block {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-timer:
+		return true, nil
+	case <-w.done:
+		if w.err == nil || errors.Is(w.err, goredis.Nil) {
+			return false, nil
+		}
+		return false, d.fail(ctx, w.err)
+	}
+}
+
+// streamWatch is one blocking XREAD on a stream, shared by the Receives of a
+// driver that wait on that stream.
+type streamWatch struct {
+	id   string        // the XREAD's start id
+	done chan struct{} // closed when the XREAD returned
+	err  error         // its error, set before done is closed
+}
+
+// watch returns a blocking XREAD on stream that wakes when an entry after id
+// arrives (or Options.Block passes): the one in flight when it started at id
+// or before (it may then wake for entries already there, which only makes
+// the caller claim again early), else a new one.
+func (d *Driver) watch(ctx context.Context, stream, id string) *streamWatch {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w := d.watches[stream]; w != nil && !sidLess(id, w.id) {
+		return w
+	}
+	w := &streamWatch{id: id, done: make(chan struct{})}
+	d.watches[stream] = w
 	d.waits.Add(1)
 	go func() {
 		defer d.waits.Done()
-		err := d.c.XRead(context.WithoutCancel(ctx), &goredis.XReadArgs{Streams: []string{stream, id}, Count: 1, Block: wait}).Err()
-		done <- err
-	}()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case err := <-done:
-		if err == nil || errors.Is(err, goredis.Nil) {
-			return nil
+		w.err = d.c.XRead(context.WithoutCancel(ctx), &goredis.XReadArgs{Streams: []string{stream, id}, Count: 1, Block: d.o.Block}).Err()
+		d.mu.Lock()
+		if d.watches[stream] == w {
+			delete(d.watches, stream)
 		}
-		return d.fail(ctx, err)
-	}
+		d.mu.Unlock()
+		close(w.done)
+	}()
+	return w
 }
 
 // deliveries decodes a receive script's (stream id, attempt, fields)

@@ -1,5 +1,10 @@
 package redis
 
+import (
+	"context"
+	"time"
+)
+
 // QueueKeys exposes a queue's key names to the tests: the scripts' twelve,
 // then the marks.
 func QueueKeys(prefix, queue string) []string { return queueKeys(prefix, queue).all() }
@@ -24,3 +29,19 @@ const (
 // ForceFastPath makes a driver built with o use the fast receive path for
 // every Receive, whatever its Max.
 func ForceFastPath(o *Options) { o.fastMin = 1 }
+
+// Wait exposes the wait of a Receive that found nothing.
+func (d *Driver) Wait(ctx context.Context, stream, id string, wait time.Duration) (due bool, err error) {
+	return d.wait(ctx, stream, id, wait)
+}
+
+// Watch returns the blocking read in flight on stream (a pointer, to
+// compare), or nil.
+func (d *Driver) Watch(stream string) any {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w := d.watches[stream]; w != nil {
+		return w
+	}
+	return nil
+}

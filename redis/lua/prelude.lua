@@ -463,12 +463,13 @@ local function earliest()
   return -1
 end
 
--- next_due returns the earliest run-at or lease deadline, or -1.
-local function next_due()
+-- next_due returns the earliest run-at or lease deadline, or -1; x is the
+-- earliest lease deadline (or -1) when the caller knows it, else nil.
+local function next_due(x)
   local nd = -1
   local a = redis.call('ZRANGE', KD, 0, 0, 'WITHSCORES')
   if #a > 0 and a[1] ~= PAD then nd = tonumber(a[2]) end
-  local x = earliest()
+  if x == nil then x = earliest() end
   if x >= 0 and (nd < 0 or x < nd) then nd = x end
   return nd
 end
