@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -43,22 +44,26 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 		}
 		return res, err
 	}
-	notified := false
-	defer func() { d.notifier.leadDone(queue, notified) }()
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
+		d.notifier.leadDone(queue, true) // nothing stored
 		return nil, fmt.Errorf("fila/postgres: enqueue: %w", mapErr(ctx, "enqueue", err))
 	}
-	defer releaseIdle(conn)
-	lq := &leadQuerier{Conn: conn, notified: &notified}
+	lq := &leadQuerier{Conn: conn}
+	defer func() {
+		releaseIdle(conn)
+		d.notifier.leadDone(queue, !lq.unnotified)
+	}()
 	return d.enqueue(ctx, lq, queue, msgs, notifyAfterCommit)
 }
 
-// leadQuerier is the connection of a leading Enqueue; notified records
-// whether its notification was sent.
+// leadQuerier is the connection of a leading Enqueue. unnotified is set when
+// its batches may have committed messages that no notification sent after
+// the commit covers (the notification failed, or the connection failed
+// with the outcome unknown): then the notifier sends one more.
 type leadQuerier struct {
 	*pgxpool.Conn
-	notified *bool
+	unnotified bool
 }
 
 // releaseIdle returns conn to the pool, first rolling back a transaction a
@@ -238,9 +243,25 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 		b.Queue("COMMIT")
 		b.Queue(d.q.notifyAsync, d.q.channel, queue)
 	}
+	// lq tracks whether committed messages lack a notification: from the
+	// send on until this batch's notification went through, unless the
+	// server refused the batch before its COMMIT (nothing committed).
+	var lq *leadQuerier
+	var before bool
+	if notify == notifyAfterCommit {
+		lq = q.(*leadQuerier)
+		before, lq.unnotified = lq.unnotified, true
+	}
+	refused := func(err error) {
+		var pe *pgconn.PgError
+		if lq != nil && errors.As(err, &pe) {
+			lq.unnotified = before
+		}
+	}
 	br := q.SendBatch(ctx, b)
 	if notify == notifyAfterCommit {
 		if _, err := br.Exec(); err != nil { // BEGIN
+			refused(err)
 			_ = br.Close()
 			return nil, mapErr(ctx, "enqueue", err)
 		}
@@ -249,6 +270,7 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 	if !a.hasDedup {
 		tag, err := br.Exec()
 		if err != nil {
+			refused(err)
 			_ = br.Close()
 			return nil, mapErr(ctx, "enqueue", err)
 		}
@@ -266,12 +288,14 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 			})
 		}
 		if err != nil {
+			refused(err)
 			_ = br.Close()
 			return nil, mapErr(ctx, "enqueue", err)
 		}
 	}
 	if notify == notifyAfterCommit {
 		if _, err := br.Exec(); err != nil { // COMMIT
+			refused(err)
 			_ = br.Close()
 			return nil, mapErr(ctx, "enqueue", err)
 		}
@@ -284,8 +308,8 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 			_ = br.Close()
 		}
 		d.notifier.sent.Add(1)
-		if lq, ok := q.(*leadQuerier); ok {
-			*lq.notified = err == nil // of the last round (see StoreRounds)
+		if err == nil { // sent after this commit, so after every earlier one
+			lq.unnotified = false
 		}
 	} else if err := br.Close(); err != nil {
 		return nil, mapErr(ctx, "enqueue", err)
