@@ -65,8 +65,12 @@
 //
 // A Receive blocked on an empty queue wakes a few milliseconds after an
 // enqueue commits (LISTEN/NOTIFY; each driver instance keeps one
-// connection for LISTEN outside the pool). Delayed, retried and expired
-// messages are claimed at their time. With fila_listen=false, receivers
+// connection for LISTEN outside the pool). Enqueue sends the notification
+// in a short transaction of its own right after its INSERT commits, in the
+// same round trip, so its commit does not hold PostgreSQL's cluster-wide
+// notification lock; notifications of concurrent enqueues of a queue are
+// coalesced. Delayed, retried and expired messages are claimed at their
+// time. With fila_listen=false, receivers
 // poll every fila_poll_interval, which bounds the wake-up latency.
 //
 // # Poolers (PgBouncer)

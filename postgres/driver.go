@@ -82,8 +82,6 @@ type Driver struct {
 	sleeping atomic.Int64
 	// claims counts claim statements run (for tests and diagnostics).
 	claims atomic.Int64
-	// enqueuing counts Enqueue calls in flight (see Enqueue).
-	enqueuing atomic.Int64
 }
 
 var (

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/postgres"
 )
 
@@ -636,11 +637,11 @@ func TestNotificationWakesOneReceive(t *testing.T) {
 }
 
 // TestCoalescedNotificationsMissNothing: notifications of concurrent
-// enqueues are sent after their INSERTs committed and coalesced per queue, so
-// a burst costs a few notifications, not one each; yet every message reaches
-// receivers that nothing but notifications wake (their safety poll is an hour
-// away), including the last ones, which are covered by a notification sent
-// after the one in flight.
+// enqueues are sent after their INSERTs committed and coalesced per queue
+// (at most maxInFlight in flight), so a burst costs no more notifications
+// than enqueues; yet every message reaches receivers that nothing but
+// notifications wake (their safety poll is an hour away), including the last
+// ones, which are covered by a notification sent after the ones in flight.
 func TestCoalescedNotificationsMissNothing(t *testing.T) {
 	pool := testPool(t)
 	schema := migratedSchema(t, pool)
@@ -691,12 +692,79 @@ func TestCoalescedNotificationsMissNothing(t *testing.T) {
 			t.Fatalf("round %d: a message was left without a wake-up", round)
 		}
 		waitFor(t, 5*time.Second, "the notifications to finish", func() bool { return postgres.NotificationsIdle(producer) })
-		// (an Enqueue alone in flight notifies in its own transaction, so
-		// this counts only those sent after commits)
 		if sent := postgres.NotificationsSent(producer) - sentBefore; sent > writers {
-			t.Errorf("round %d: %d notifications after commits for %d enqueues", round, sent, writers)
+			t.Errorf("round %d: %d notifications for %d enqueues", round, sent, writers)
 		} else {
-			t.Logf("round %d: %d notifications after commits for %d concurrent enqueues", round, sent, writers)
+			t.Logf("round %d: %d notifications for %d concurrent enqueues", round, sent, writers)
 		}
+	}
+}
+
+// TestFailedEnqueueKeepsConnection: an Enqueue that leads its queue's
+// notifications runs BEGIN, INSERT, COMMIT and the notification in one
+// batch; when the INSERT fails (here a duplicate id) the call fails, stores
+// nothing and owes no notification, and the transaction it left aborted is
+// rolled back, so the pool keeps the connection and the next enqueue works
+// and wakes receivers.
+func TestFailedEnqueueKeepsConnection(t *testing.T) {
+	schema := migratedSchema(t, testPool(t))
+	ctx := ctxT(t, 30*time.Second)
+	// One connection: any connection the pool closed shows as a new one.
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	d := newDriver(t, pool, postgres.Options{Schema: schema})
+	q := "dup-" + randHex(4)
+	msg := func(id string) []backend.Message {
+		return []backend.Message{{ID: id, Kind: "k", Body: []byte{}, EnqueuedAt: time.Now()}}
+	}
+	id := "0192f0c4-0000-7000-8000-" + randHex(6)
+	if _, err := d.Enqueue(ctx, q, msg(id)); err != nil {
+		t.Fatal(err)
+	}
+	newConns := pool.Stat().NewConnsCount()
+	for i := 0; i < 3; i++ {
+		if _, err := d.Enqueue(ctx, q, msg(id)); err == nil {
+			t.Fatal("enqueue of a duplicate id succeeded")
+		}
+	}
+	// The server refused the batches before their COMMIT: nothing was
+	// stored, so no notification is owed.
+	if !postgres.NotificationsIdle(d) {
+		t.Error("a refused enqueue left a notification in flight")
+	}
+	got := make(chan error, 1)
+	go func() {
+		ds, err := d.Receive(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
+		if err == nil && len(ds) != 1 {
+			err = fmt.Errorf("received %d messages, want the first one", len(ds))
+		}
+		got <- err
+	}()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, err := d.Receive(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
+		got <- err
+	}()
+	waitFor(t, 10*time.Second, "the receive to block with LISTEN up", func() bool {
+		return postgres.Sleeping(d) == 1 && postgres.ListenerUp(d)
+	})
+	if _, err := d.Enqueue(ctx, q, msg("0192f0c4-0000-7000-8000-"+randHex(6))); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if n := pool.Stat().NewConnsCount() - newConns; n != 0 {
+		t.Errorf("failed enqueues cost %d new pool connections, want 0", n)
 	}
 }

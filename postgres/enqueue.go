@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -26,22 +28,54 @@ type Querier interface {
 }
 
 // Enqueue stores msgs in one round trip: one INSERT of the whole batch (a
-// transaction of its own, so the batch is atomic), pipelined with the
-// pg_notify that wakes the queue's receivers when no other Enqueue of this
-// driver is in flight. Concurrent enqueues leave the notification out of
-// their transactions and have it sent after they commit, coalesced (see
-// notify.go).
+// transaction of its own, so the batch is atomic). The Enqueue that leads
+// its queue's notifications pipelines, in the same round trip, the
+// pg_notify that wakes the queue's receivers, in a second transaction that
+// starts after the INSERT committed; concurrent enqueues of the queue leave
+// it out and have one sent after they commit, coalesced (see notify.go).
 func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
 	if d.isClosed() {
 		return nil, backend.ErrClosed
 	}
-	solo := d.enqueuing.Add(1) == 1
-	defer d.enqueuing.Add(-1)
-	res, err := d.enqueue(ctx, d.pool, queue, msgs, solo)
-	if err == nil && !solo {
-		d.notifier.kick(queue)
+	if !d.notifier.lead(queue) {
+		res, err := d.enqueue(ctx, d.pool, queue, msgs, notifyNone)
+		if err == nil {
+			d.notifier.kick(queue)
+		}
+		return res, err
 	}
-	return res, err
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		d.notifier.leadDone(queue, true) // nothing stored
+		return nil, fmt.Errorf("fila/postgres: enqueue: %w", mapErr(ctx, "enqueue", err))
+	}
+	lq := &leadQuerier{Conn: conn}
+	defer func() {
+		releaseIdle(conn)
+		d.notifier.leadDone(queue, !lq.unnotified)
+	}()
+	return d.enqueue(ctx, lq, queue, msgs, notifyAfterCommit)
+}
+
+// leadQuerier is the connection of a leading Enqueue. unnotified is set when
+// its batches may have committed messages that no notification sent after
+// the commit covers (the notification failed, or the connection failed
+// with the outcome unknown): then the notifier sends one more.
+type leadQuerier struct {
+	*pgxpool.Conn
+	unnotified bool
+}
+
+// releaseIdle returns conn to the pool, first rolling back a transaction a
+// failed batch left open (BEGIN … COMMIT of a leading Enqueue), so the pool
+// keeps the connection instead of closing it.
+func releaseIdle(conn *pgxpool.Conn) {
+	if s := conn.Conn().PgConn().TxStatus(); s == 'E' || s == 'T' {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = conn.Exec(ctx, "ROLLBACK")
+		cancel()
+	}
+	conn.Release()
 }
 
 // EnqueueTx stores msgs inside the caller's transaction: tx must be a
@@ -57,8 +91,25 @@ func (d *Driver) EnqueueTx(ctx context.Context, tx any, queue string, msgs []bac
 	if !ok || q == nil {
 		return nil, backend.Invalidf("postgres EnqueueTx: tx is %T; want a pgx.Tx (or anything with pgx's Exec, Query, QueryRow and SendBatch methods, such as *pgx.Conn or *pgxpool.Conn)", tx)
 	}
-	return d.enqueue(ctx, q, queue, msgs, true)
+	return d.enqueue(ctx, q, queue, msgs, notifyInTx)
 }
+
+// notifyMode says how an INSERT's batch sends the wake-up notification.
+type notifyMode int
+
+const (
+	// notifyNone: the batch sends none (the caller has one sent after it
+	// returns).
+	notifyNone notifyMode = iota
+	// notifyInTx: pg_notify in the INSERT's transaction, delivered at its
+	// commit (EnqueueTx, where the caller commits).
+	notifyInTx
+	// notifyAfterCommit: BEGIN, INSERT, COMMIT, then pg_notify in a
+	// transaction of its own that does not wait for the WAL flush, all in
+	// one round trip. The INSERT's commit, which waits for the flush, holds
+	// no notification lock (see notify.go).
+	notifyAfterCommit
+)
 
 // enqueueArgs are the column arrays of a batch, unnested by the INSERT.
 type enqueueArgs struct {
@@ -120,10 +171,9 @@ func (a *enqueueArgs) params(queue string) []any {
 	return []any{queue, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt, a.delayMicros, a.maxAttempts, a.dedup, a.attempts}
 }
 
-// enqueue stores msgs through q; notify pipelines the wake-up notification
-// into the same transaction (for a caller's transaction, where it must
-// take effect at the caller's commit).
-func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []backend.Message, notify bool) ([]backend.EnqueueResult, error) {
+// enqueue stores msgs through q, sending the wake-up notification as notify
+// says.
+func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []backend.Message, notify notifyMode) ([]backend.EnqueueResult, error) {
 	for i := range msgs {
 		if !validUUID(msgs[i].ID) {
 			return nil, backend.Invalidf("message id %q is not a UUID", msgs[i].ID)
@@ -166,13 +216,16 @@ func (d *Driver) enqueue(ctx context.Context, q Querier, queue string, msgs []ba
 
 // insertBatch inserts one batch and returns a result per message; a
 // duplicate whose holder could not be found has an empty ID.
-func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs []backend.Message, notify bool) ([]backend.EnqueueResult, error) {
+func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs []backend.Message, notify notifyMode) ([]backend.EnqueueResult, error) {
 	a, err := buildArgs(msgs)
 	if err != nil {
 		return nil, err
 	}
 	res := make([]backend.EnqueueResult, len(msgs))
 	b := &pgx.Batch{}
+	if notify == notifyAfterCommit {
+		b.Queue("BEGIN")
+	}
 	switch {
 	case len(msgs) == 1 && !a.hasDedup:
 		b.Queue(d.q.enqueueOne, a.params(queue)...)
@@ -183,14 +236,41 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 	default:
 		b.Queue(d.q.enqueueDedup, a.params(queue)...)
 	}
-	if notify {
+	switch notify {
+	case notifyInTx:
 		b.Queue(d.q.notify, d.q.channel, queue)
+	case notifyAfterCommit:
+		b.Queue("COMMIT")
+		b.Queue(d.q.notifyAsync, d.q.channel, queue)
+	}
+	// lq tracks whether committed messages lack a notification: from the
+	// send on until this batch's notification went through, unless the
+	// server refused the batch before its COMMIT (nothing committed).
+	var lq *leadQuerier
+	var before bool
+	if notify == notifyAfterCommit {
+		lq = q.(*leadQuerier)
+		before, lq.unnotified = lq.unnotified, true
+	}
+	refused := func(err error) {
+		var pe *pgconn.PgError
+		if lq != nil && errors.As(err, &pe) {
+			lq.unnotified = before
+		}
 	}
 	br := q.SendBatch(ctx, b)
+	if notify == notifyAfterCommit {
+		if _, err := br.Exec(); err != nil { // BEGIN
+			refused(err)
+			_ = br.Close()
+			return nil, mapErr(ctx, "enqueue", err)
+		}
+	}
 	inserted := map[string]bool{}
 	if !a.hasDedup {
 		tag, err := br.Exec()
 		if err != nil {
+			refused(err)
 			_ = br.Close()
 			return nil, mapErr(ctx, "enqueue", err)
 		}
@@ -208,11 +288,30 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 			})
 		}
 		if err != nil {
+			refused(err)
 			_ = br.Close()
 			return nil, mapErr(ctx, "enqueue", err)
 		}
 	}
-	if err := br.Close(); err != nil {
+	if notify == notifyAfterCommit {
+		if _, err := br.Exec(); err != nil { // COMMIT
+			refused(err)
+			_ = br.Close()
+			return nil, mapErr(ctx, "enqueue", err)
+		}
+		// Committed: a failed notification only costs the wake-up, which
+		// the caller then has sent another way.
+		_, err := br.Exec()
+		if err == nil {
+			err = br.Close()
+		} else {
+			_ = br.Close()
+		}
+		d.notifier.sent.Add(1)
+		if err == nil { // sent after this commit, so after every earlier one
+			lq.unnotified = false
+		}
+	} else if err := br.Close(); err != nil {
 		return nil, mapErr(ctx, "enqueue", err)
 	}
 	if !a.hasDedup || len(inserted) == len(msgs) {

@@ -8,20 +8,28 @@ import (
 	"time"
 )
 
-// Concurrent Enqueue calls do not call pg_notify inside their INSERTs'
-// transactions: PostgreSQL serialises notifying transactions cluster-wide
+// Enqueue never calls pg_notify inside its INSERT's transaction:
+// PostgreSQL serialises notifying transactions cluster-wide
 // (PreCommit_Notify takes a lock that is held through the commit's WAL
-// flush), so they would commit one at a time. (An Enqueue alone in flight
-// keeps pg_notify in its transaction: one round trip, no one to wait for.)
-// Instead the notifier sends the
-// wake-up after the INSERT committed, in a transaction of its own that
-// commits without waiting for the WAL flush (a wake-up lost in a crash costs
-// nothing: receivers also poll), and coalesces: per queue at most one
-// notification is in flight, and enqueues that commit while it is in flight
-// are covered by one more sent after it. Every committed enqueue is thus
-// followed by a notification sent after its commit, and a burst of N
-// enqueues costs about two notifications, not N. EnqueueTx keeps pg_notify
-// in the caller's transaction, which delivers it at the caller's commit.
+// flush), so every other notifying transaction, in this process and in
+// others, would wait for that flush. The wake-up is sent after the INSERT
+// committed, in a transaction of its own that commits without waiting for
+// the WAL flush (a wake-up lost in a crash costs nothing: receivers also
+// poll), so the lock is held for microseconds.
+//
+// Per queue at most maxInFlight notifications are in flight. An Enqueue
+// that finds fewer leads: its batch is BEGIN, INSERT, COMMIT and then the
+// notification, one round trip on one connection. Enqueues that find the
+// limit reached leave the notification out and, once committed, ask for one
+// more, which is sent as soon as a notification in flight has ended (by
+// the notifier, through the pool). Every committed enqueue is thus followed
+// by a notification sent after its commit, and a burst of N concurrent
+// enqueues costs about maxInFlight+1 notifications, not N. EnqueueTx keeps
+// pg_notify in the caller's transaction, which delivers it at the caller's
+// commit.
+
+// maxInFlight is the most notifications of one queue in flight at once.
+const maxInFlight = 2
 
 // notifyTimeout bounds one notification.
 const notifyTimeout = 5 * time.Second
@@ -39,36 +47,88 @@ type notifier struct {
 	sent atomic.Int64
 
 	mu sync.Mutex
-	// state per queue: absent when idle, false while one notification is
-	// in flight, true when another must follow it.
-	state map[string]bool
+	// state per queue, absent when no notification is in flight.
+	state map[string]*notifyState
+}
+
+type notifyState struct {
+	inFlight int  // leading enqueues' notifications and the notifier's
+	again    bool // a committed enqueue waits for a notification sent after it
 }
 
 func (n *notifier) init(send func(ctx context.Context, queue string) error, log *slog.Logger) {
 	n.send, n.log = send, log
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.state = map[string]bool{}
+	n.state = map[string]*notifyState{}
+}
+
+// lead reports whether an Enqueue of queue about to start sends the
+// notification itself, after its commit; if so it must call leadDone when
+// it ends.
+func (n *notifier) lead(queue string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.state[queue]
+	if s == nil {
+		s = &notifyState{}
+		n.state[queue] = s
+	}
+	if s.inFlight >= maxInFlight {
+		return false
+	}
+	s.inFlight++
+	return true
+}
+
+// leadDone ends a leading Enqueue's notification. notified is false when it
+// may have committed messages without sending one: another is sent.
+func (n *notifier) leadDone(queue string, notified bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.state[queue]
+	if !notified {
+		s.again = true
+	}
+	n.endLocked(queue, s)
 }
 
 // kick asks for a notification of queue sent after this call.
 func (n *notifier) kick(queue string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if again, busy := n.state[queue]; busy {
-		if !again {
-			n.state[queue] = true
-		}
+	s := n.state[queue]
+	if s != nil && s.inFlight > 0 {
+		s.again = true
 		return
 	}
 	if n.ctx.Err() != nil {
 		return
 	}
-	n.state[queue] = false
+	if s == nil {
+		s = &notifyState{}
+		n.state[queue] = s
+	}
+	s.inFlight++
 	n.wg.Add(1)
 	go n.run(queue)
 }
 
-// run sends notifications of queue until no kick asks for another.
+// endLocked ends one notification in flight: when an enqueue waits for one
+// sent after it, the notifier sends it in place of the one that ended.
+func (n *notifier) endLocked(queue string, s *notifyState) {
+	if s.again && n.ctx.Err() == nil {
+		s.again = false
+		n.wg.Add(1)
+		go n.run(queue)
+		return
+	}
+	s.inFlight--
+	if s.inFlight == 0 {
+		delete(n.state, queue)
+	}
+}
+
+// run sends a notification of queue, and more while enqueues ask for them.
 func (n *notifier) run(queue string) {
 	defer n.wg.Done()
 	for {
@@ -81,12 +141,16 @@ func (n *notifier) run(queue string) {
 				slog.String("queue", queue), slog.Any("error", err))
 		}
 		n.mu.Lock()
-		if n.state[queue] && n.ctx.Err() == nil {
-			n.state[queue] = false
+		s := n.state[queue]
+		if s.again && n.ctx.Err() == nil {
+			s.again = false
 			n.mu.Unlock()
 			continue
 		}
-		delete(n.state, queue)
+		s.inFlight--
+		if s.inFlight == 0 {
+			delete(n.state, queue)
+		}
 		n.mu.Unlock()
 		return
 	}

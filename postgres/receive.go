@@ -19,7 +19,7 @@ const minWait = 10 * time.Millisecond
 // Receive claims up to p.Max messages in one statement; when none is ready
 // it waits for a notification of queue, for the queue's next run-at or lease
 // deadline, or for the poll interval, whichever comes first, and claims
-// again.
+// again. The claim and the look-up of the next run-at go in one round trip.
 func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	if d.isClosed() {
 		return nil, backend.ErrClosed
@@ -38,7 +38,8 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 	}()
 	woken := false
 	for {
-		ds, err := d.claim(ctx, d.q.claim, queue, p, false)
+		var next *int64
+		ds, err := d.claim(ctx, d.q.claim, queue, p, false, &next)
 		if err != nil {
 			passOn = woken // let another receive use the wake-up
 			return nil, err
@@ -47,10 +48,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			passOn = len(ds) == p.Max // more may be waiting
 			return ds, nil
 		}
-		wait, err := d.nextWait(ctx, queue)
-		if err != nil {
-			return nil, err
-		}
+		wait := d.nextWait(next)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		} else {
@@ -81,9 +79,31 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 
 // claim runs a claim statement once. Its last column is the row's due time
 // before the claim; early (ReceiveDelayed) deliveries report it as RunAt.
-func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.ReceiveParams, early bool) ([]backend.Delivery, error) {
+// With next non-nil, the same round trip (and transaction, after the claim)
+// also reads how long until the queue's next message is due into *next (in
+// microseconds; nil when the queue is empty), for a claim that comes back
+// empty.
+func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.ReceiveParams, early bool, next **int64) ([]backend.Delivery, error) {
 	d.claims.Add(1)
-	rows, err := d.pool.Query(ctx, sql, queue, p.Max, p.Lease.Microseconds())
+	var (
+		rows pgx.Rows
+		br   pgx.BatchResults
+		err  error
+	)
+	if next == nil {
+		rows, err = d.pool.Query(ctx, sql, queue, p.Max, p.Lease.Microseconds())
+	} else {
+		b := &pgx.Batch{}
+		b.Queue(sql, queue, p.Max, p.Lease.Microseconds())
+		b.Queue(d.q.nextDue, queue)
+		br = d.pool.SendBatch(ctx, b)
+		defer func() {
+			if br != nil {
+				_ = br.Close()
+			}
+		}()
+		rows, err = br.Query()
+	}
 	if err != nil {
 		return nil, mapErr(ctx, "receive", err)
 	}
@@ -111,6 +131,13 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 		c = claimed{}
 		return nil
 	})
+	if err == nil && br != nil {
+		err = br.QueryRow().Scan(next)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		br = nil
+	}
 	if err != nil {
 		// The claim may have committed: those leases expire (contract: cancellation).
 		return nil, mapErr(ctx, "receive", err)
@@ -133,13 +160,10 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 }
 
 // nextWait is how long a blocked receive sleeps before claiming again: until
-// the queue's next run-at or lease deadline (by the server's clock), at most
-// the poll interval, or at most a second while the LISTEN connection is down.
-func (d *Driver) nextWait(ctx context.Context, queue string) (time.Duration, error) {
-	var us *int64
-	if err := d.pool.QueryRow(ctx, d.q.nextDue, queue).Scan(&us); err != nil {
-		return 0, mapErr(ctx, "receive: next due", err)
-	}
+// the queue's next run-at or lease deadline (us microseconds from now by the
+// server's clock, nil if none), at most the poll interval, or at most a
+// second while the LISTEN connection is down.
+func (d *Driver) nextWait(us *int64) time.Duration {
 	wait := d.poll
 	if d.listen && !d.waiters.listening.Load() {
 		wait = min(wait, listenerDownPoll)
@@ -148,5 +172,5 @@ func (d *Driver) nextWait(ctx context.Context, queue string) (time.Duration, err
 		// +1ms: the server clock must have passed the due time on the next claim.
 		wait = min(wait, time.Duration(*us)*time.Microsecond+time.Millisecond)
 	}
-	return max(wait, minWait), nil
+	return max(wait, minWait)
 }

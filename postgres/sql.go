@@ -127,8 +127,10 @@ RETURNING m.id::text, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.ma
 		// How long until the queue's next message becomes claimable (a
 		// delayed run-at or a lease deadline), in microseconds; NULL when the
 		// queue is empty. An expired early lease counts as due now: the next
-		// claim turns it back into a delayed message.
-		nextDue: r.Replace(`SELECT (extract(epoch FROM (min(visible_at) - now())) * 1e6)::int8
+		// claim turns it back into a delayed message. It runs in the claim's
+		// transaction, after the claim: clock_timestamp(), not the
+		// transaction's start, is now.
+		nextDue: r.Replace(`SELECT (extract(epoch FROM (min(visible_at) - clock_timestamp())) * 1e6)::int8
 FROM {{s}}.messages WHERE queue = $1`),
 
 		ack: r.Replace(`DELETE FROM {{s}}.messages m
