@@ -92,6 +92,7 @@ func (p *puller) ack(refs []backend.Ref, idx []int, errs []error) error {
 	if cs == nil {
 		return nil
 	}
+	defer p.freedLocked(cs)
 	return cs.ackLocked(tags)
 }
 
@@ -203,5 +204,6 @@ func (d *Driver) republish(ctx context.Context, ref backend.Ref, op string, buil
 		return mapErr(ctx, op, err)
 	}
 	cs.removeLocked(e)
+	defer p.freedLocked(cs)
 	return mapErr(ctx, "ack after "+op, cs.ackLocked([]uint64{e.dv.DeliveryTag}))
 }
