@@ -837,7 +837,7 @@ func (p *puller) hop(cs *chanState, e *entry, runAt time.Time) {
 		}
 		pub := copyOf(&e.dv)
 		pub.Headers[hAttempts] = int64(priorAttempts(&e.dv))
-		key, err := s.delayKey(ctx, p.queue, p.n, time.Until(runAt))
+		key, err := s.delayKey(ctx, p.queue, p.n, runAt)
 		if err != nil {
 			return err
 		}

@@ -134,7 +134,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 		if at.After(now) {
 			setRunAt(&pub, at)
 			var err error
-			if key, err = s.delayKey(ctx, p.queue, p.n, at.Sub(now)); err != nil {
+			if key, err = s.delayKey(ctx, p.queue, p.n, at); err != nil {
 				return pubItem{}, err
 			}
 		}
