@@ -168,7 +168,7 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			// it back, and the broker pushes the next message to this
 			// consumer, which saves replacing it (three round trips).
 			if grace == nil {
-				grace = time.NewTimer(creditGrace)
+				grace = time.NewTimer(p.d.creditGrace)
 			}
 			select {
 			case <-wake:
