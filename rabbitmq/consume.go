@@ -75,6 +75,7 @@ type consumer struct {
 	tag         string
 	prefetch    int
 	outstanding int // delivered and not yet acked or rejected
+	pushed      int // delivered, ever
 	done        chan struct{}
 }
 
@@ -140,9 +141,10 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			return nil, backend.ErrClosed
 		}
 		if cs := p.cs; cs != nil && len(cs.buf) > 0 {
-			if c := cs.cons; !gathered && len(cs.buf) < want && c != nil && c.outstanding < c.prefetch {
-				// More may be on the way: wait a moment so that a batch is
-				// not handed out a message at a time.
+			if c := cs.cons; !gathered && len(cs.buf) < want && c != nil && c.pushed < c.prefetch && c.outstanding < c.prefetch {
+				// The consumer's first burst may still be on its way:
+				// wait a moment so that a batch is not handed out a message
+				// at a time.
 				gathered = true
 				p.mu.Unlock()
 				p.gather(ctx, want)
@@ -226,8 +228,11 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 const firstConsumeDelay = 50 * time.Millisecond
 
 // Gathering: a Receive that finds fewer messages than it wants while its
-// consumer still has credit waits until deliveries stop arriving for
-// gatherGap, at most gatherMax.
+// consumer's first burst (as many deliveries as its prefetch) may still be
+// arriving waits until deliveries stop arriving for gatherGap, at most
+// gatherMax. Later deliveries follow settlements one by one, a round trip
+// after each: waiting for them would leave a worker's free slots idle, so
+// a Receive hands out what is buffered at once.
 const (
 	gatherGap = 300 * time.Microsecond
 	gatherMax = 2 * time.Millisecond
@@ -560,6 +565,7 @@ func (p *puller) onDelivery(cs *chanState, c *consumer, dv amqp.Delivery) {
 	cs.seen++
 	cs.maxTag = max(cs.maxTag, tag)
 	c.outstanding++
+	c.pushed++
 	if runAt := intHeader(dv.Headers, hRunAt); runAt > time.Now().UnixMilli() {
 		// Arrived before its run-at (a delay rounded down to its bucket, or
 		// longer than the largest bucket): wait out the rest in a delay queue.
