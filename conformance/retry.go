@@ -234,3 +234,26 @@ func (s *suite) testDelay(t *testing.T) {
 		}
 	}
 }
+
+// testShortDelayNotHeld checks that a short delay is not held up by a longer
+// one enqueued before it (per-message TTLs on one broker queue expire only
+// at its head, which would make the short one wait for the long one).
+func (s *suite) testShortDelayNotHeld(t *testing.T) {
+	c := s.client(t)
+	q := s.queue(t)
+	const short = time.Second
+	long := enqueue(t, c, q, fila.Message{Kind: "long", Delay: time.Hour})
+	start := time.Now()
+	id := enqueue(t, c, q, fila.Message{Kind: "short", Delay: short})
+	d := receiveOne(t, c, q, time.Minute, short+s.h.RedeliveryBound)
+	at := time.Now()
+	if d.ID != id {
+		t.Fatalf("received %s (%s), want the short delay's %s (long: %s)", d.ID, d.Kind, id, long)
+	}
+	if early := start.Add(short).Sub(at); early > earlyTolerance {
+		t.Errorf("the short delay's message was received %v early", early)
+	}
+	if err := d.Ack(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+}

@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"MaxAttemptsAfterCrashes", s.testMaxAttemptsCrash},
 		{"MaxAttemptsAfterRetries", s.testMaxAttemptsRetry},
 		{"DelayNotEarly", s.testDelay},
+		{"ShortDelayNotHeldByLongDelay", s.testShortDelayNotHeld},
 		{"DedupKeys", s.testDedup},
 		{"Batches", s.testBatches},
 		{"BatchWithInvalidMessageStoresNothing", s.testBadBatch},

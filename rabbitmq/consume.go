@@ -22,9 +22,12 @@ import (
 // Demand-driven prefetch: a consumer is started when a Receive finds the
 // buffer empty, with a prefetch equal to the sum of the Max of the waiting
 // Receive calls (capped by Options.MaxPrefetch). Unacked messages count
-// against a consumer's prefetch, leased ones included, so a consumer whose
-// credit is used up by leases is replaced by a fresh one (the old one is
-// cancelled; its deliveries stay ackable on the channel). When messages sit
+// against a consumer's prefetch, leased ones included. A Receive that finds
+// the credit used up by leases first waits a moment (creditGrace) for a
+// settlement to give it back, as a worker's ack does just after its loop
+// asks for more; if none comes, or the consumer is smaller than the demand,
+// it is replaced by a fresh one (the old one is cancelled; its deliveries
+// stay ackable on the channel). When messages sit
 // in the buffer with no Receive waiting for Options.BufferIdle they are
 // given back (basic.nack with requeue, after the consumer is cancelled), so
 // an idle client does not sit on messages other consumers could take.
@@ -41,6 +44,8 @@ type puller struct {
 	waiters       int
 	demand        int
 	noWaiterSince time.Time     // when the last waiting Receive left; zero while one waits
+	graceMissed   time.Time     // when a Receive last waited creditGrace for credit in vain
+	graceMisses   int           // such waits in vain in a row
 	wake          chan struct{} // closed (and replaced) when waiters should look again
 	parking       bool
 	closed        bool
@@ -59,6 +64,7 @@ type chanState struct {
 	entries map[uint64]*entry // every delivery not yet acked or rejected, by tag
 	order   []uint64          // their tags in delivery order (settled ones removed lazily)
 	seen    uint64            // deliveries received on ch
+	qos     int               // the prefetch last set with basic.qos on ch (0: none yet)
 	maxTag  uint64            // highest delivery tag received on ch
 	// gets stands for the messages ReceiveDelayed took with basic.get on
 	// ch (they count against no consumer's prefetch); non-nil once it did.
@@ -69,6 +75,7 @@ type consumer struct {
 	tag         string
 	prefetch    int
 	outstanding int // delivered and not yet acked or rejected
+	pushed      int // delivered, ever
 	done        chan struct{}
 }
 
@@ -117,6 +124,13 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 	}()
 	backoff := 50 * time.Millisecond
 	gathered := false
+	var grace *time.Timer // running while this call waits for credit to come back (see creditGrace)
+	graceOver := false
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -127,9 +141,10 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			return nil, backend.ErrClosed
 		}
 		if cs := p.cs; cs != nil && len(cs.buf) > 0 {
-			if c := cs.cons; !gathered && len(cs.buf) < want && c != nil && c.outstanding < c.prefetch {
-				// More may be on the way: wait a moment so that a batch is
-				// not handed out a message at a time.
+			if c := cs.cons; !gathered && len(cs.buf) < want && c != nil && c.pushed < c.prefetch && c.outstanding < c.prefetch {
+				// The consumer's first burst may still be on its way:
+				// wait a moment so that a batch is not handed out a message
+				// at a time.
 				gathered = true
 				p.mu.Unlock()
 				p.gather(ctx, want)
@@ -146,8 +161,37 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			p.noWaiterSince = time.Time{}
 		}
 		need := p.needConsumerLocked()
+		wait := need && !graceOver && p.graceLocked()
 		wake := p.wake
 		p.mu.Unlock()
+		if wait {
+			// The consumer's credit is all leased: a settlement of one of
+			// those leases (a worker acks just after asking for more) gives
+			// it back, and the broker pushes the next message to this
+			// consumer, which saves replacing it (three round trips).
+			if grace == nil {
+				grace = time.NewTimer(p.d.creditGrace)
+			}
+			select {
+			case <-wake:
+				p.mu.Lock()
+				if !p.needConsumerLocked() {
+					p.graceMisses = 0
+				}
+				p.mu.Unlock()
+			case <-grace.C:
+				graceOver = true
+				p.mu.Lock()
+				if p.needConsumerLocked() {
+					p.graceMissed = time.Now()
+					p.graceMisses++
+				}
+				p.mu.Unlock()
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		}
 		if need {
 			err := p.ensure(ctx)
 			switch {
@@ -184,8 +228,11 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 const firstConsumeDelay = 50 * time.Millisecond
 
 // Gathering: a Receive that finds fewer messages than it wants while its
-// consumer still has credit waits until deliveries stop arriving for
-// gatherGap, at most gatherMax.
+// consumer's first burst (as many deliveries as its prefetch) may still be
+// arriving waits until deliveries stop arriving for gatherGap, at most
+// gatherMax. Later deliveries follow settlements one by one, a round trip
+// after each: waiting for them would leave a worker's free slots idle, so
+// a Receive hands out what is buffered at once.
 const (
 	gatherGap = 300 * time.Microsecond
 	gatherMax = 2 * time.Millisecond
@@ -196,6 +243,7 @@ func (p *puller) gather(ctx context.Context, want int) {
 	defer limit.Stop()
 	gap := time.NewTimer(gatherGap)
 	defer gap.Stop()
+	had := -1
 	for {
 		p.mu.Lock()
 		cs := p.cs
@@ -203,11 +251,16 @@ func (p *puller) gather(ctx context.Context, want int) {
 			p.mu.Unlock()
 			return
 		}
+		if n := len(cs.buf); n != had {
+			if had >= 0 { // a delivery arrived (not another wake-up, such as a settlement)
+				gap.Reset(gatherGap)
+			}
+			had = n
+		}
 		wake := p.wake
 		p.mu.Unlock()
 		select {
 		case <-wake:
-			gap.Reset(gatherGap)
 		case <-gap.C:
 			return
 		case <-limit.C:
@@ -215,6 +268,44 @@ func (p *puller) gather(ctx context.Context, want int) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// creditGrace is how long a Receive that finds its consumer's credit used
+// up by leases waits for a settlement to give credit back before it
+// replaces the consumer. A worker's loop asks for the next message just
+// before it acks the last one; replacing the consumer then (basic.cancel,
+// basic.qos, basic.consume, each a round trip) would cost more than the
+// ack. After graceMissesMax waits in vain in a row (a caller holding its
+// leases) Receive calls replace the consumer at once for graceHold; a
+// single wait in vain (a worker's ack delayed by a busy machine) does not
+// stop the next one.
+const (
+	creditGrace    = 2 * time.Millisecond
+	graceMissesMax = 3
+	graceHold      = 100 * time.Millisecond
+)
+
+// graceLocked reports whether a Receive that needs a consumer should first
+// wait creditGrace for a settlement: the consumer exists and is as large as
+// a new one would be (only its credit is used up), and the last waits were
+// not all in vain (see graceMissesMax).
+func (p *puller) graceLocked() bool {
+	cs := p.cs
+	if cs == nil || cs.cons == nil || len(cs.buf) > 0 {
+		return false
+	}
+	if cs.cons.prefetch < min(prefetchFor(p.demand), p.d.opts.MaxPrefetch) {
+		return false
+	}
+	return p.graceMisses < graceMissesMax || time.Since(p.graceMissed) >= graceHold
+}
+
+// freedLocked wakes waiting Receive calls after a settlement on cs freed
+// credit: one waiting for credit (see creditGrace) looks again.
+func (p *puller) freedLocked(cs *chanState) {
+	if p.waiters > 0 && p.cs == cs {
+		p.broadcastLocked()
 	}
 }
 
@@ -299,8 +390,11 @@ func (p *puller) ensure(ctx context.Context) error {
 	tag := "fila-" + p.d.nonce + "-" + strconv.FormatUint(p.d.seq.Add(1), 36)
 	var deliveries <-chan amqp.Delivery
 	err := cs.call(func() error {
-		if err := cs.ch.Qos(prefetch, 0, false); err != nil {
-			return err
+		if cs.qos != prefetch { // it applies to the channel's next consumers
+			if err := cs.ch.Qos(prefetch, 0, false); err != nil {
+				return err
+			}
+			cs.qos = prefetch
 		}
 		var err error
 		deliveries, err = cs.ch.Consume(p.n.main, tag, false, false, false, false, nil)
@@ -471,6 +565,7 @@ func (p *puller) onDelivery(cs *chanState, c *consumer, dv amqp.Delivery) {
 	cs.seen++
 	cs.maxTag = max(cs.maxTag, tag)
 	c.outstanding++
+	c.pushed++
 	if runAt := intHeader(dv.Headers, hRunAt); runAt > time.Now().UnixMilli() {
 		// Arrived before its run-at (a delay rounded down to its bucket, or
 		// longer than the largest bucket): wait out the rest in a delay queue.
@@ -574,6 +669,7 @@ func (p *puller) tick(now time.Time) {
 			}
 			cs.removeLocked(e)
 			_ = cs.ch.Reject(e.dv.DeliveryTag, true)
+			p.freedLocked(cs)
 		}
 	}
 	idle := p.waiters == 0 && !p.noWaiterSince.IsZero() && now.Sub(p.noWaiterSince) >= p.d.opts.BufferIdle
@@ -747,7 +843,7 @@ func (p *puller) hop(cs *chanState, e *entry, runAt time.Time) {
 		}
 		pub := copyOf(&e.dv)
 		pub.Headers[hAttempts] = int64(priorAttempts(&e.dv))
-		key, err := s.delayKey(ctx, p.queue, p.n, time.Until(runAt))
+		key, err := s.delayKey(ctx, p.queue, p.n, runAt)
 		if err != nil {
 			return err
 		}
@@ -767,6 +863,7 @@ func (p *puller) hop(cs *chanState, e *entry, runAt time.Time) {
 		return
 	}
 	cs.removeLocked(e)
+	defer p.freedLocked(cs)
 	if err != nil {
 		_ = cs.ch.Nack(e.dv.DeliveryTag, false, true)
 		return

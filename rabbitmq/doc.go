@@ -99,7 +99,10 @@
 // digits of milliseconds, so delays never block each other; a message that
 // reaches the main queue early waits again for the time left, so it is
 // never early. A delayed message is late by the broker's TTL timer plus a
-// hop or two, typically milliseconds.
+// hop or two, typically milliseconds. The first delayed enqueue of a delay
+// length declares its queue (a round trip); the message is not late by
+// it, since the queue is picked again for the time left when the
+// declaration took long.
 //
 // # Wake-up and latency
 //

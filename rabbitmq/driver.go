@@ -44,6 +44,8 @@ type Driver struct {
 	delayBuckets map[string]map[int64]struct{}
 
 	wg sync.WaitGroup // background goroutines
+
+	creditGrace time.Duration // see creditGrace; tests lengthen it
 }
 
 var (
@@ -79,6 +81,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		closeCh:      make(chan struct{}),
 		pullers:      map[string]*puller{},
 		delayBuckets: map[string]map[int64]struct{}{},
+		creditGrace:  creditGrace,
 	}
 	type result struct {
 		s   *session

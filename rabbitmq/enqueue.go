@@ -30,7 +30,7 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 		key := n.main
 		if due := m.Due(now); due.After(now) {
 			pub.Headers[hRunAt] = due.UnixMilli()
-			if key, err = s.delayKey(ctx, queue, n, due.Sub(now)); err != nil {
+			if key, err = s.delayKey(ctx, queue, n, due); err != nil {
 				return nil, err
 			}
 		}
@@ -44,15 +44,39 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 }
 
 // delayKey returns the routing key (through the default exchange) that makes
-// a message wait remaining: the main queue when nothing is left, else the
-// right delay queue, declared if needed.
-func (s *session) delayKey(ctx context.Context, queue string, n names, remaining time.Duration) (string, error) {
-	ms := bucketMS(remaining)
-	if ms == 0 {
-		return n.main, nil
+// a message published now wait until due: the main queue when nothing is
+// left, else the right delay queue, declared if needed.
+//
+// A delay queue's TTL runs from the publish, so time spent declaring it (a
+// round trip, tens of milliseconds on a busy broker) would make the message
+// late by as much: when the declaration took more than delaySlack past what
+// the bucket's rounding left, the bucket is picked again for the time left.
+// A shorter bucket brings the message to the main queue early, where it
+// hops (see hop in consume.go) rather than being handed out early.
+func (s *session) delayKey(ctx context.Context, queue string, n names, due time.Time) (string, error) {
+	for try := 0; ; try++ {
+		ms := bucketMS(time.Until(due))
+		if ms == 0 {
+			return n.main, nil
+		}
+		name, err := s.declareDelay(ctx, queue, n, ms)
+		if err != nil {
+			return "", err
+		}
+		late := time.Duration(ms)*time.Millisecond - time.Until(due)
+		if late <= delaySlack || try == delayPicks-1 {
+			return name, nil
+		}
 	}
-	return s.declareDelay(ctx, queue, n, ms)
 }
+
+// delaySlack is how late delayKey lets a message be by its declarations
+// (the bucket's rounding up to whole milliseconds takes up to 1 ms of it),
+// and delayPicks how many buckets it tries at most.
+const (
+	delaySlack = 2 * time.Millisecond
+	delayPicks = 3
+)
 
 // setRunAt records the run-at a copy must wait for.
 func setRunAt(p *amqp.Publishing, at time.Time) {

@@ -92,6 +92,7 @@ func (p *puller) ack(refs []backend.Ref, idx []int, errs []error) error {
 	if cs == nil {
 		return nil
 	}
+	defer p.freedLocked(cs)
 	return cs.ackLocked(tags)
 }
 
@@ -133,7 +134,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 		if at.After(now) {
 			setRunAt(&pub, at)
 			var err error
-			if key, err = s.delayKey(ctx, p.queue, p.n, at.Sub(now)); err != nil {
+			if key, err = s.delayKey(ctx, p.queue, p.n, at); err != nil {
 				return pubItem{}, err
 			}
 		}
@@ -203,5 +204,6 @@ func (d *Driver) republish(ctx context.Context, ref backend.Ref, op string, buil
 		return mapErr(ctx, op, err)
 	}
 	cs.removeLocked(e)
+	defer p.freedLocked(cs)
 	return mapErr(ctx, "ack after "+op, cs.ackLocked([]uint64{e.dv.DeliveryTag}))
 }

@@ -1,0 +1,58 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestSlowDelayDeclarationIsNotLate: a delay queue's TTL runs from the
+// publish, so when declaring the queue of a message's delay takes long (here
+// the control channel is held for 80 ms), delayKey picks the queue again for
+// the time left instead of making the message late by the declaration.
+func TestSlowDelayDeclarationIsNotLate(t *testing.T) {
+	d := openTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	queue := fmt.Sprintf("delaykey-%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.QueueDelete(ctx, queue)
+	})
+	n, s, err := d.queueSession(ctx, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.declare(ctx, queue, n); err != nil {
+		t.Fatal(err)
+	}
+	const hold = 80 * time.Millisecond
+	due := time.Now().Add(time.Second)
+	s.ctlMu.Lock()
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(hold)
+		s.ctlMu.Unlock()
+	}()
+	key, err := s.delayKey(ctx, queue, n, due)
+	left := time.Until(due)
+	<-released
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms int64
+	if _, err := fmt.Sscanf(key, n.main+delayInfix+"%d", &ms); err != nil {
+		t.Fatalf("delayKey = %q, want a delay queue of %s: %v", key, n.main, err)
+	}
+	// The declarations after the held one are quick but not instant on a
+	// busy broker: the message must not be late by the held one.
+	if late := time.Duration(ms)*time.Millisecond - left; late > hold/2 {
+		t.Errorf("delayKey = %q with %v left: the message would be %v late", key, left, late)
+	}
+	if ms == bucketMS(time.Second) {
+		t.Errorf("delayKey = %q: the bucket was not picked again after an %v declaration", key, hold)
+	}
+}
