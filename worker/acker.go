@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 
@@ -17,7 +16,7 @@ const ackBatchMax = 100
 type pendingAck struct {
 	d   *fila.Delivery
 	ev  JobEvent
-	log *slog.Logger
+	log *jobLog
 }
 
 // acker acks one queue's successful jobs in batches. A job hands its

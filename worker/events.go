@@ -72,8 +72,8 @@ type loggerKey struct{}
 // Config.Logger with the job's queue, kind, id and attempt as attributes.
 // Outside a job it returns slog.Default().
 func Logger(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
+	if l, ok := ctx.Value(loggerKey{}).(*jobLog); ok {
+		return l.get()
 	}
 	return slog.Default()
 }

