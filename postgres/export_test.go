@@ -1,5 +1,7 @@
 package postgres
 
+import "time"
+
 // Test hooks.
 
 // ListenerUp reports whether d's LISTEN connection is up.
@@ -34,3 +36,7 @@ func MarkListSQL(d *Driver) string { return d.q.markList }
 
 // MarkSetSQL returns d's MarkSet statement (onlyNew false).
 func MarkSetSQL(d *Driver) string { return d.q.markSet }
+
+// NextWait returns how long a blocked receive of d sleeps when the queue's
+// next message is due in us microseconds (nil: nothing pending).
+func NextWait(d *Driver, us *int64) time.Duration { return d.nextWait(us) }

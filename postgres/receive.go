@@ -11,9 +11,11 @@ import (
 	"github.com/fila-go/fila/backend"
 )
 
-// minWait is the shortest sleep between two claims of a blocked receive: a
-// due message that the claim skipped is locked by a concurrent claim or
-// settlement that is about to finish.
+// minWait is the shortest sleep between two claims of a blocked receive
+// that has no due time to wait for, and its sleep when a message is due but
+// the claim skipped it: it is locked by a concurrent claim or settlement that
+// is about to finish. A receive waiting for a known run-at or deadline wakes
+// at it instead.
 const minWait = 10 * time.Millisecond
 
 // Receive claims up to p.Max messages in one statement; when none is ready
@@ -164,13 +166,18 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 // server's clock, nil if none), at most the poll interval, or at most a
 // second while the LISTEN connection is down.
 func (d *Driver) nextWait(us *int64) time.Duration {
-	wait := d.poll
+	wait := max(d.poll, minWait)
 	if d.listen && !d.waiters.listening.Load() {
 		wait = min(wait, listenerDownPoll)
 	}
 	if us != nil {
-		// +1ms: the server clock must have passed the due time on the next claim.
+		if *us <= 0 {
+			return minWait // due, yet skipped: locked for a moment
+		}
+		// +1ms: the server clock must have passed the due time on the next
+		// claim. No minWait floor here: it made delayed messages up to
+		// 10 ms late.
 		wait = min(wait, time.Duration(*us)*time.Microsecond+time.Millisecond)
 	}
-	return max(wait, minWait)
+	return wait
 }

@@ -150,3 +150,29 @@ func TestNULCharacters(t *testing.T) {
 		t.Errorf("Enqueue with NUL in the dedup key: want ErrInvalid, got %v", err)
 	}
 }
+
+// TestNextWaitWakesAtDueTime: a blocked receive sleeps until its queue's
+// next due time however near (a 10 ms floor made delayed messages up to
+// 10 ms late), sleeps the short retry interval when something is due but
+// was skipped (locked by a concurrent claim), and polls otherwise.
+func TestNextWaitWakesAtDueTime(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	d := newDriver(t, pool, postgres.Options{Schema: schema, DisableListen: true, PollInterval: time.Minute})
+	us := func(v int64) *int64 { return &v }
+	for _, c := range []struct {
+		name string
+		us   *int64
+		want time.Duration
+	}{
+		{"due in 2ms", us(2000), 3 * time.Millisecond},
+		{"due in 5s", us(5_000_000), 5*time.Second + time.Millisecond},
+		{"due already, skipped", us(-300), 10 * time.Millisecond},
+		{"nothing pending", nil, time.Minute},
+		{"due after the poll", us(int64(2 * time.Minute / time.Microsecond)), time.Minute},
+	} {
+		if got := postgres.NextWait(d, c.us); got != c.want {
+			t.Errorf("%s: wait %v; want %v", c.name, got, c.want)
+		}
+	}
+}
