@@ -131,14 +131,21 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 			record(enqueueScenario(ctx, broker, s, cfg.enqueueDur))
 		}
 	}
-	for _, s := range systems {
-		if cfg.wants("burn-down") {
-			record(burnDownScenario(ctx, broker, s, burnN, cfg.burnConcs, cfg.burnLimit, preloadBatch))
+	// Burn-down and latency go case by case, every system in turn, so the
+	// figures a ratio compares are seconds apart, not minutes: a load spike
+	// from elsewhere then lands on both sides less often.
+	if cfg.wants("burn-down") {
+		for _, c := range cfg.burnConcs {
+			for _, s := range systems {
+				record(burnDownScenario(ctx, broker, s, burnN, []int{c}, cfg.burnLimit, preloadBatch))
+			}
 		}
 	}
-	for _, s := range systems {
-		if cfg.wants("latency") {
-			record(latencyScenario(ctx, broker, s, rates, cfg.latencyDur, cfg.latencyConc))
+	if cfg.wants("latency") {
+		for _, rate := range rates {
+			for _, s := range systems {
+				record(latencyScenario(ctx, broker, s, []float64{rate}, cfg.latencyDur, cfg.latencyConc))
+			}
 		}
 	}
 	for _, s := range systems {
