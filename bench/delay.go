@@ -55,45 +55,18 @@ func delayScenario(ctx context.Context, broker string, s System, delay time.Dura
 	}
 	progress.set(fmt.Sprintf("%s %s: delay %v at %.0f msg/s", broker, s.Name(), delay, rate))
 	total := int64(rate * d.Seconds())
-	interval := time.Duration(float64(time.Second) / rate)
-	start := time.Now().Add(200 * time.Millisecond)
-	var sent, failed atomic.Int64
-	var next atomic.Int64
-	done := make(chan struct{})
-	const goroutines = 8
-	var running atomic.Int32
-	running.Store(goroutines)
-	for range goroutines {
-		go func() {
-			defer func() {
-				if running.Add(-1) == 0 {
-					close(done)
-				}
-			}()
-			for {
-				i := next.Add(1) - 1
-				if i >= total || ctx.Err() != nil {
-					return
-				}
-				if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
-					sleepCtx(ctx, w)
-				}
-				runAt := time.Now().Add(delay)
-				if err := dl.EnqueueDelayed(ctx, makeBody(runAt), delay); err != nil {
-					if ctx.Err() == nil {
-						failed.Add(1)
-						logf("%s delayed enqueue: %v", s.Name(), err)
-					}
-					continue
-				}
-				sent.Add(1)
-			}
-		}()
-	}
+	// The run-at is taken just before each enqueue call, not from the
+	// schedule: a late send is the producer's delay, not the broker's.
+	prod := startPaced(ctx, s.Name(), rate, time.Now().Add(200*time.Millisecond), d, 8,
+		func(ctx context.Context, _ time.Time) error {
+			return dl.EnqueueDelayed(ctx, makeBody(time.Now().Add(delay)), delay)
+		})
+	sendsDone := make(chan struct{})
+	go func() { prod.wg.Wait(); close(sendsDone) }()
 	for ctx.Err() == nil {
 		progress.setCount(rec.seen.Load(), total)
 		select {
-		case <-done:
+		case <-sendsDone:
 		case <-time.After(100 * time.Millisecond):
 			continue
 		}
@@ -102,11 +75,11 @@ func delayScenario(ctx context.Context, broker string, s System, delay time.Dura
 	// Every message is due by now plus the delay; give it 5 s more, then
 	// count the rest as started now (a lower bound of their lateness).
 	graceEnd := time.Now().Add(delay + 5*time.Second)
-	for rec.seen.Load() < sent.Load() && time.Now().Before(graceEnd) && ctx.Err() == nil {
+	for rec.seen.Load() < prod.sent.Load() && time.Now().Before(graceEnd) && ctx.Err() == nil {
 		progress.setCount(rec.seen.Load(), total)
 		time.Sleep(10 * time.Millisecond)
 	}
-	missing := sent.Load() - rec.seen.Load()
+	missing := prod.sent.Load() - rec.seen.Load()
 	if missing > 0 {
 		now := time.Now()
 		for range missing {
@@ -123,7 +96,7 @@ func delayScenario(ctx context.Context, broker string, s System, delay time.Dura
 	if n := early.Load(); n > 0 {
 		note = joinNote(note, fmt.Sprintf("%d started more than %v before their run-at", n, earlyTolerance))
 	}
-	if f := failed.Load(); f > 0 {
+	if f := prod.failed.Load(); f > 0 {
 		note = joinNote(note, fmt.Sprintf("%d enqueues failed", f))
 	}
 	var out []result

@@ -231,6 +231,15 @@ type pacedProducer struct {
 }
 
 func startProducer(ctx context.Context, s System, rate float64, start time.Time, d time.Duration, goroutines int) *pacedProducer {
+	return startPaced(ctx, s.Name(), rate, start, d, goroutines, func(ctx context.Context, intended time.Time) error {
+		return s.Enqueue(ctx, [][]byte{makeBody(intended)})
+	})
+}
+
+// startPaced runs send on startProducer's schedule: once per 1/rate from
+// start for d, from several goroutines, counting sends and failures.
+func startPaced(ctx context.Context, name string, rate float64, start time.Time, d time.Duration, goroutines int,
+	send func(ctx context.Context, intended time.Time) error) *pacedProducer {
 	p := &pacedProducer{}
 	total := int64(rate * d.Seconds())
 	interval := time.Duration(float64(time.Second) / rate)
@@ -248,10 +257,10 @@ func startProducer(ctx context.Context, s System, rate float64, start time.Time,
 				if w := time.Until(intended); w > 0 {
 					sleepCtx(ctx, w)
 				}
-				if err := s.Enqueue(ctx, [][]byte{makeBody(intended)}); err != nil {
+				if err := send(ctx, intended); err != nil {
 					if ctx.Err() == nil {
 						p.failed.Add(1)
-						logf("%s enqueue: %v", s.Name(), err)
+						logf("%s enqueue: %v", name, err)
 					}
 					continue
 				}
