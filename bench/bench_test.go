@@ -89,6 +89,9 @@ func TestParseFlags(t *testing.T) {
 	if cfg.burnN != 10 || cfg.susDur != 10*time.Minute || len(cfg.brokers) != 2 {
 		t.Fatalf("cfg = %+v", cfg)
 	}
+	if _, err := parseFlags([]string{"--delay-rate", "0"}); err == nil {
+		t.Fatal("--delay-rate 0 accepted")
+	}
 	if _, err := parseFlags([]string{"--broker", "kafka"}); err == nil {
 		t.Fatal("unknown broker accepted")
 	}

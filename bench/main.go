@@ -149,6 +149,9 @@ func parseFlags(args []string) (config, error) {
 	if cfg.mongoRates, err = parseRates(*mongoRates); err != nil {
 		return cfg, err
 	}
+	if cfg.delayRate <= 0 || cfg.delay < 0 {
+		return cfg, fmt.Errorf("bad --delay-rate %v or --delay %v: want a positive rate and a delay of zero or more", cfg.delayRate, cfg.delay)
+	}
 	var p struct {
 		enq, burnLimit, lat, sus time.Duration
 		burnN, mongoBurnN        int
