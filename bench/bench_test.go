@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,44 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--broker", "kafka"}); err == nil {
 		t.Fatal("unknown broker accepted")
+	}
+	if !slices.Equal(cfg.susPhases, []bool{false, true}) {
+		t.Fatalf("default sustained phases %v; want both", cfg.susPhases)
+	}
+	cfg, err = parseFlags([]string{"--sustained-phases", "idle", "--systems", "fila-log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.susPhases, []bool{true}) || !cfg.named(filaLogName) || !cfg.keep(filaLogName) || cfg.keep("fila") {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+	if cfg, _ := parseFlags([]string{"--systems", "fila"}); cfg.named(filaLogName) {
+		t.Fatal("--systems fila asks for fila-log")
+	}
+	if _, err := parseFlags([]string{"--sustained-phases", "some"}); err == nil {
+		t.Fatal("bad --sustained-phases accepted")
+	}
+}
+
+func TestSustainedMarkdown(t *testing.T) {
+	run := sustainedRun{System: "fila-log", Phase: "idle REPEATABLE READ transaction open", Tables: "s: log_dead, log_messages_0",
+		Samples: []sample{
+			{At: 10 * time.Second, Throughput: 500, Backlog: 3, P95ms: 4, DeadTup: 100, SizeBytes: 1 << 20},
+			{At: 20 * time.Second, Throughput: 499, Backlog: 5, P95ms: 9, DeadTup: 300, SizeBytes: 3 << 20},
+			{At: 30 * time.Second, Throughput: 501, Backlog: 2, P95ms: 6, DeadTup: 200, SizeBytes: 2 << 20},
+		}}
+	md := sustainedMarkdown([]sustainedRun{run}, 500, 30*time.Second)
+	for _, want := range []string{"Tables summed: s: log_dead, log_messages_0.", "max dead tuples 300 (at 20s)",
+		"1.0 MiB at 10s → 2.0 MiB at 30s", "throughput mean 500 msg/s", ": held;", "p95 per sample 4.0–9.0 ms"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("sustained report lacks %q:\n%s", want, md)
+		}
+	}
+	run.Samples[2].Backlog = 10_000
+	if md := sustainedMarkdown([]sustainedRun{run}, 500, 30*time.Second); !strings.Contains(md, "did not hold") {
+		t.Errorf("a growing backlog held:\n%s", md)
+	}
+	if got := (pgTableSet{Schema: "s", Prefix: "log_", Exclude: true}).String(); got != "every table of schema s not named log_*" {
+		t.Errorf("pgTableSet = %q", got)
 	}
 }

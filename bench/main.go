@@ -45,6 +45,7 @@ type config struct {
 	vacuumEvery  time.Duration
 	susConc      int
 	susBaselines bool
+	susPhases    []bool // idle transaction off/on, in order
 	delay        time.Duration
 	delayRate    float64
 
@@ -100,7 +101,8 @@ func parseFlags(args []string) (config, error) {
 	var cfg config
 	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, all, or a comma-separated list")
 	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, all, or a comma-separated list")
-	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all")
+	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all. "+
+		"The word fila-log adds Fila's PostgreSQL log storage mode (fila_mode=log) as its own system, which runs only when named")
 	preset := fs.String("preset", "quick", "quick (all brokers in ~15 min) or full (the sizes of issue 11)")
 	fs.DurationVar(&cfg.enqueueDur, "enqueue-duration", 0, "time per enqueue measurement (quick 3s, full 10s)")
 	fs.IntVar(&cfg.burnN, "burn-n", 0, "messages preloaded per burn-down (quick 5000, full 100000)")
@@ -117,6 +119,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.susDur, "sustained-duration", 0, "length of each sustained phase (quick 1m, full 10m; 30m for the long run)")
 	fs.DurationVar(&cfg.susInterval, "sustained-interval", 10*time.Second, "sampling interval of the sustained run")
 	fs.DurationVar(&cfg.vacuumEvery, "vacuum-every", 0, "run VACUUM on the hot table at this interval during the sustained run, standing in for autovacuum where the server has it off (0: rely on autovacuum)")
+	susPhases := fs.String("sustained-phases", "both", "phases of the sustained run: both (without, then with an idle REPEATABLE READ transaction), idle (only with it) or plain (only without it)")
 	fs.BoolVar(&cfg.susBaselines, "sustained-river", true, "also run River (FetchCooldown 1ms) in the sustained scenario")
 	fs.StringVar(&cfg.pgURL, "postgres-url", getenv("FILA_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL")
 	fs.StringVar(&cfg.redisURL, "redis-url", getenv("FILA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL")
@@ -135,6 +138,16 @@ func parseFlags(args []string) (config, error) {
 	}
 	if *systems != "" {
 		cfg.systems = strings.Split(*systems, ",")
+	}
+	switch *susPhases {
+	case "both":
+		cfg.susPhases = []bool{false, true}
+	case "idle":
+		cfg.susPhases = []bool{true}
+	case "plain":
+		cfg.susPhases = []bool{false}
+	default:
+		return cfg, fmt.Errorf("bad --sustained-phases %q: want both, idle or plain", *susPhases)
 	}
 	for _, f := range strings.Split(*burnConcs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -209,6 +222,10 @@ func pickList(v string, all []string) ([]string, error) {
 }
 
 func (cfg config) wants(scenario string) bool { return slices.Contains(cfg.scenarios, scenario) }
+
+// named reports whether --systems names this word exactly: the systems that
+// run only on request (fila-log) are built only then.
+func (cfg config) named(word string) bool { return slices.Contains(cfg.systems, word) }
 
 func (cfg config) keep(name string) bool {
 	if len(cfg.systems) == 0 {

@@ -64,6 +64,9 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 		pg = e
 		closeEnv = e.pool.Close
 		add(e.filaSystem(ctx))
+		if cfg.named(filaLogName) {
+			add(e.filaLogSystem(ctx))
+		}
 		add(e.rawSystem(ctx))
 		add(e.riverSystem(ctx, 0))
 		add(e.riverSystem(ctx, time.Millisecond))
@@ -158,9 +161,9 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 		}
 	}
 	if broker == "postgres" && cfg.wants("sustained") {
-		var sus []pgHotTable
+		var sus []pgSustained
 		for _, s := range systems {
-			if h, ok := s.(pgHotTable); ok {
+			if h, ok := s.(pgSustained); ok {
 				if _, isRaw := s.(*rawPG); isRaw {
 					continue
 				}
@@ -170,7 +173,7 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 				sus = append(sus, h)
 			}
 		}
-		runs, serr := sustainedScenario(ctx, pg, sus, cfg.susRate, cfg.susDur, cfg.susInterval, cfg.vacuumEvery, cfg.susConc)
+		runs, serr := sustainedScenario(ctx, pg, sus, cfg.susRate, cfg.susDur, cfg.susInterval, cfg.vacuumEvery, cfg.susConc, cfg.susPhases)
 		rep.sustained = append(rep.sustained, runs...)
 		if serr != nil {
 			errs = append(errs, serr)

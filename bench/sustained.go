@@ -15,37 +15,92 @@ type sample struct {
 	Throughput float64 // acks per second in the interval
 	Backlog    int64   // enqueued minus acked
 	P95ms      float64 // p95 enqueue-to-start in the interval
-	DeadTup    int64   // n_dead_tup of the hot table
-	SizeBytes  int64   // pg_total_relation_size of the hot table
+	DeadTup    int64   // n_dead_tup summed over the system's tables
+	SizeBytes  int64   // pg_total_relation_size summed over the system's tables
 }
 
 // sustainedRun is the samples of one system in one phase.
 type sustainedRun struct {
 	System  string
 	Phase   string // "no idle transaction" or "idle REPEATABLE READ transaction open"
+	Tables  string // the tables summed, as "schema: a, b, c"
 	Samples []sample
 	Note    string
 }
 
-// pgHotTable names a Postgres system's hot table, for n_dead_tup and size.
-type pgHotTable interface {
-	System
-	hotTable() (schema, table string)
+// pgTableSet is the tables of one Postgres system: those of Schema whose
+// name starts with Prefix, or, with Exclude, those whose name does not.
+// Partitions are listed in pg_stat_user_tables under their own names, which
+// start with their parent's, so a prefix takes them in too.
+type pgTableSet struct {
+	Schema, Prefix string
+	Exclude        bool
 }
 
-func (s *filaSystem) hotTable() (string, string)  { return s.pgSchema, "messages" }
-func (s *riverSystem) hotTable() (string, string) { return s.schema, "river_job" }
-func (s *rawPG) hotTable() (string, string)       { return s.schema, "jobs" }
+func (t pgTableSet) String() string {
+	switch {
+	case t.Prefix == "":
+		return "every table of schema " + t.Schema
+	case t.Exclude:
+		return "every table of schema " + t.Schema + " not named " + t.Prefix + "*"
+	}
+	return "every table of schema " + t.Schema + " named " + t.Prefix + "*"
+}
+
+// pgTableWhere selects a pgTableSet in pg_stat_user_tables, given $1 the
+// schema, $2 the prefix and $3 Exclude.
+const pgTableWhere = `schemaname = $1 AND starts_with(relname, $2) <> $3`
+
+// pgSustained is a Postgres system whose tables the sustained run watches.
+type pgSustained interface {
+	System
+	pgTables() pgTableSet
+}
+
+// pgTables: Fila's SKIP LOCKED mode uses every table of its schema but the
+// log mode's (log_*), the log mode those only.
+func (s *filaSystem) pgTables() pgTableSet {
+	return pgTableSet{Schema: s.pgSchema, Prefix: "log_", Exclude: !s.pgLog}
+}
+func (s *riverSystem) pgTables() pgTableSet { return pgTableSet{Schema: s.schema} }
+func (s *rawPG) pgTables() pgTableSet       { return pgTableSet{Schema: s.schema} }
+
+// tableNames lists a pgTableSet's tables, sorted.
+func (e *pgEnv) tableNames(ctx context.Context, t pgTableSet) ([]string, error) {
+	rows, err := e.pool.Query(ctx, `SELECT relname FROM pg_stat_user_tables WHERE `+pgTableWhere+` ORDER BY relname`,
+		t.Schema, t.Prefix, t.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// vacuumTables runs one plain VACUUM over every table of t.
+func (e *pgEnv) vacuumTables(ctx context.Context, t pgTableSet) error {
+	names, err := e.tableNames(ctx, t)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = pgx.Identifier{t.Schema, n}.Sanitize()
+	}
+	_, err = e.pool.Exec(ctx, `VACUUM `+strings.Join(q, ", "))
+	return err
+}
 
 // sustainedScenario runs a fixed offered rate for d on each system, sampling
-// every interval, first without and then with an idle REPEATABLE READ
-// transaction held open on another connection (which pins the xmin horizon,
-// so VACUUM cannot remove the dead tuples of deleted or updated rows).
+// every interval, in each of phases: false without and true with an idle
+// REPEATABLE READ transaction held open on another connection (which pins
+// the xmin horizon, so VACUUM cannot remove the dead tuples of deleted or
+// updated rows).
 //
-// Dead tuples are only removed by vacuum: where the server runs with
-// autovacuum=off (as this project's CI configuration does), vacuumEvery > 0
-// runs a plain VACUUM of the hot table at that interval in its place.
-func sustainedScenario(ctx context.Context, env *pgEnv, systems []pgHotTable, rate float64, d, interval, vacuumEvery time.Duration, c int) ([]sustainedRun, error) {
+// Dead tuples and size are summed over every table of the system (see
+// pgTables). Dead tuples are only removed by vacuum: where the server runs
+// with autovacuum=off (as this project's CI configuration does),
+// vacuumEvery > 0 runs a plain VACUUM of those tables at that interval in its
+// place.
+func sustainedScenario(ctx context.Context, env *pgEnv, systems []pgSustained, rate float64, d, interval, vacuumEvery time.Duration, c int, phases []bool) ([]sustainedRun, error) {
 	var out []sustainedRun
 	var av string
 	_ = env.pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&av)
@@ -53,11 +108,11 @@ func sustainedScenario(ctx context.Context, env *pgEnv, systems []pgHotTable, ra
 		logf("postgres: the server runs with autovacuum=off and --vacuum-every is 0: nothing removes dead tuples")
 	}
 	for _, s := range systems {
-		for _, idle := range []bool{false, true} {
+		for _, idle := range phases {
 			run, err := sustainedOnce(ctx, env, s, rate, d, interval, vacuumEvery, c, idle)
 			run.Note = joinNote(fmt.Sprintf("server autovacuum=%s", av), run.Note)
 			if vacuumEvery > 0 {
-				run.Note = joinNote(run.Note, fmt.Sprintf("VACUUM of the hot table every %v", vacuumEvery))
+				run.Note = joinNote(run.Note, fmt.Sprintf("VACUUM of the system's tables every %v", vacuumEvery))
 			}
 			if err != nil {
 				return out, fmt.Errorf("%s: %w", s.Name(), err)
@@ -68,7 +123,7 @@ func sustainedScenario(ctx context.Context, env *pgEnv, systems []pgHotTable, ra
 	return out, nil
 }
 
-func sustainedOnce(ctx context.Context, env *pgEnv, s pgHotTable, rate float64, d, interval, vacuumEvery time.Duration, c int, idle bool) (sustainedRun, error) {
+func sustainedOnce(ctx context.Context, env *pgEnv, s pgSustained, rate float64, d, interval, vacuumEvery time.Duration, c int, idle bool) (sustainedRun, error) {
 	run := sustainedRun{System: s.Name(), Phase: "no idle transaction"}
 	if idle {
 		run.Phase = "idle REPEATABLE READ transaction open"
@@ -81,10 +136,10 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgHotTable, rate float64, 
 			logf("%s teardown: %v", s.Name(), err)
 		}
 	}()
-	schema, table := s.hotTable()
-	// Start from a vacuumed table, so dead tuples left by earlier scenarios
+	tables := s.pgTables()
+	// Start from vacuumed tables, so dead tuples left by earlier scenarios
 	// do not count.
-	if _, err := env.pool.Exec(ctx, `VACUUM `+schema+`.`+table); err != nil {
+	if err := env.vacuumTables(ctx, tables); err != nil {
 		return run, err
 	}
 	if idle {
@@ -99,9 +154,11 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgHotTable, rate float64, 
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 		// The snapshot is taken at the first statement; from then on the
-		// transaction holds back the xmin horizon while it sits idle.
+		// transaction holds back the xmin horizon (of the whole database)
+		// while it sits idle.
 		var n int64
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.`+table).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_stat_user_tables WHERE `+pgTableWhere,
+			tables.Schema, tables.Prefix, tables.Exclude).Scan(&n); err != nil {
 			return run, err
 		}
 	}
@@ -126,7 +183,7 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgHotTable, rate float64, 
 			case <-pctx.Done():
 				return
 			case <-t.C:
-				if _, err := env.pool.Exec(pctx, `VACUUM `+schema+`.`+table); err != nil && pctx.Err() == nil {
+				if err := env.vacuumTables(pctx, tables); err != nil && pctx.Err() == nil {
 					logf("vacuum: %v", err)
 				}
 			}
@@ -158,11 +215,18 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgHotTable, rate float64, 
 			Backlog:    prod.sent.Load() - done,
 			P95ms:      p95,
 		}
-		_ = env.pool.QueryRow(ctx, `SELECT coalesce(n_dead_tup, 0), pg_total_relation_size(relid)
-			FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2`, schema, table).Scan(&smp.DeadTup, &smp.SizeBytes)
+		var names string
+		_ = env.pool.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup), 0)::bigint,
+				coalesce(sum(pg_total_relation_size(relid)), 0)::bigint,
+				coalesce(string_agg(relname, ', ' ORDER BY relname), '')
+			FROM pg_stat_user_tables WHERE `+pgTableWhere, tables.Schema, tables.Prefix, tables.Exclude).
+			Scan(&smp.DeadTup, &smp.SizeBytes, &names)
+		if names != "" {
+			run.Tables = tables.Schema + ": " + names
+		}
 		run.Samples = append(run.Samples, smp)
-		progress.set(fmt.Sprintf("postgres %s: sustained, %s: t=%v %.0f msg/s backlog %d p95 %.1fms dead %d",
-			s.Name(), run.Phase, smp.At, smp.Throughput, smp.Backlog, smp.P95ms, smp.DeadTup))
+		progress.set(fmt.Sprintf("postgres %s: sustained, %s: t=%v %.0f msg/s backlog %d p95 %.1fms dead %d size %s",
+			s.Name(), run.Phase, smp.At, smp.Throughput, smp.Backlog, smp.P95ms, smp.DeadTup, humanBytes(smp.SizeBytes)))
 		lastDone, lastT = done, now
 	}
 	stopProd()
@@ -174,19 +238,58 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgHotTable, rate float64, 
 	if f := prod.failed.Load(); f > 0 {
 		run.Note = fmt.Sprintf("%d enqueues failed", f)
 	}
+	if run.Tables == "" {
+		run.Tables = tables.String()
+	}
 	return run, nil
+}
+
+// sustainedSummary is one run's figures in a line: the peak of the summed
+// dead tuples, the summed size at the first and last sample, the mean
+// throughput against the offered rate, the range of the per-sample p95, and
+// whether throughput held (mean at least 98% of the offered rate and the
+// backlog at the end under one interval's worth of messages).
+func sustainedSummary(r sustainedRun, rate float64) string {
+	if len(r.Samples) == 0 {
+		return "no samples"
+	}
+	var peak sample
+	var sum float64
+	minTP, minP, maxP := r.Samples[0].Throughput, r.Samples[0].P95ms, r.Samples[0].P95ms
+	for i, s := range r.Samples {
+		if i == 0 || s.DeadTup > peak.DeadTup {
+			peak = s
+		}
+		sum += s.Throughput
+		minTP, minP, maxP = min(minTP, s.Throughput), min(minP, s.P95ms), max(maxP, s.P95ms)
+	}
+	first, last := r.Samples[0], r.Samples[len(r.Samples)-1]
+	mean := sum / float64(len(r.Samples))
+	interval := first.At
+	if len(r.Samples) > 1 {
+		interval = r.Samples[1].At - first.At
+	}
+	held := "held"
+	if mean < 0.98*rate || float64(last.Backlog) > rate*max(interval, time.Second).Seconds() {
+		held = "did not hold"
+	}
+	return fmt.Sprintf("max dead tuples %d (at %v); size %s at %v → %s at %v; throughput mean %.0f msg/s (min sample %.0f) of %.0f offered, backlog at end %d: %s; p95 per sample %.1f–%.1f ms",
+		peak.DeadTup, peak.At, humanBytes(first.SizeBytes), first.At, humanBytes(last.SizeBytes), last.At,
+		mean, minTP, rate, last.Backlog, held, minP, maxP)
 }
 
 // sustainedMarkdown renders the sustained samples.
 func sustainedMarkdown(runs []sustainedRun, rate float64, d time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### PostgreSQL sustained: %.0f msg/s offered for %v per phase\n\n", rate, d)
+	b.WriteString("Dead tuples (n_dead_tup) and size (pg_total_relation_size: heap, indexes, TOAST) are summed over every table of the system, listed under each run.\n\n")
 	for _, r := range runs {
 		fmt.Fprintf(&b, "**%s**, %s", r.System, r.Phase)
 		if r.Note != "" {
 			fmt.Fprintf(&b, " (%s)", r.Note)
 		}
-		b.WriteString("\n\n| t | throughput msg/s | backlog | p95 ms | n_dead_tup | table size |\n|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "\n\nTables summed: %s.\n\nSummary: %s.\n", r.Tables, sustainedSummary(r, rate))
+		b.WriteString("\n| t | throughput msg/s | backlog | p95 ms | n_dead_tup (sum) | size (sum) |\n|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range r.Samples {
 			fmt.Fprintf(&b, "| %v | %.0f | %d | %.1f | %d | %s |\n", s.At, s.Throughput, s.Backlog, s.P95ms, s.DeadTup, humanBytes(s.SizeBytes))
 		}

@@ -20,8 +20,13 @@ import (
 type filaSystem struct {
 	client *fila.Client
 	queue  string
+	// name is the system's name in the report; "" means "fila".
+	name string
 	// pgSchema is the Postgres schema of Fila's tables (Postgres only).
 	pgSchema string
+	// pgLog: Fila's Postgres driver runs its log storage mode
+	// (fila_mode=log), whose tables are the ones named log_*.
+	pgLog bool
 	// teardown deletes a queue's messages with the broker's own client.
 	teardown func(ctx context.Context, queue string) error
 	// closeFn removes the schema, database or keys of this run.
@@ -42,7 +47,12 @@ func newFilaSystem(ctx context.Context, url string, teardown func(context.Contex
 	return &filaSystem{client: c, teardown: teardown, closeFn: closeFn, url: url}, nil
 }
 
-func (s *filaSystem) Name() string { return "fila" }
+func (s *filaSystem) Name() string {
+	if s.name != "" {
+		return s.name
+	}
+	return "fila"
+}
 
 func (s *filaSystem) Setup(ctx context.Context) error {
 	s.queue = "bench-" + randSuffix()

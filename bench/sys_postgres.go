@@ -56,6 +56,25 @@ func (e *pgEnv) filaSystem(ctx context.Context) (*filaSystem, error) {
 	return s, err
 }
 
+// filaLogName is the name of Fila in its Postgres log storage mode.
+const filaLogName = "fila-log"
+
+// filaLogSystem opens Fila in its log storage mode (fila_mode=log:
+// append-only, partitioned, rotating tables) on its own schema, migrated at
+// open. Between runs its schema is dropped and migrated again (the log
+// tables have no per-queue DELETE to clean up with).
+func (e *pgEnv) filaLogSystem(ctx context.Context) (*filaSystem, error) {
+	schema := "bench_fila_log_" + e.suffix
+	url := addParams(e.url, "fila_schema="+schema, "fila_migrate=true", "fila_mode=log")
+	drop := func(ctx context.Context) error { return e.dropSchema(ctx, schema) }
+	s, err := newFilaSystem(ctx, url, nil, drop)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", filaLogName, "fila_mode=log", err)
+	}
+	s.name, s.pgSchema, s.pgLog, s.fresh = filaLogName, schema, true, drop
+	return s, nil
+}
+
 // rawPG is the raw pgx baseline: a table like Fila's hot table, a SKIP
 // LOCKED claim of up to the free slots, and one DELETE per finished job,
 // the same shape of work as Fila's worker does.
