@@ -19,6 +19,12 @@ func TestConformance(t *testing.T) {
 	runConformance(t, nil)
 }
 
+// TestConformanceLog runs the suite against the log mode, rotating every
+// 300ms so that rotation runs while the tests do.
+func TestConformanceLog(t *testing.T) {
+	runConformance(t, map[string]string{"fila_mode": "log", "fila_rotate_interval": "300ms"})
+}
+
 // TestConformanceNoListen runs the suite with LISTEN off, as behind
 // PgBouncer in transaction mode: blocked receives poll.
 func TestConformanceNoListen(t *testing.T) {

@@ -51,6 +51,13 @@ type Options struct {
 	// Logger receives the driver's own events (LISTEN connection lost and
 	// restored). Default slog.Default().
 	Logger *slog.Logger
+	// Mode is the storage mode: ModeSkipLocked (empty means it) or ModeLog.
+	// The modes keep their queues in different tables of the schema; move a
+	// queue between them with fila migrate.
+	Mode string
+	// RotateInterval is how long a generation of the log mode's tables
+	// takes new rows before rotation (default DefaultRotateInterval).
+	RotateInterval time.Duration
 }
 
 // Driver is the PostgreSQL driver. Build it with Open (through fila.Open) or
@@ -82,6 +89,8 @@ type Driver struct {
 	sleeping atomic.Int64
 	// claims counts claim statements run (for tests and diagnostics).
 	claims atomic.Int64
+	// mode is ModeSkipLocked or ModeLog.
+	mode string
 }
 
 var (
@@ -127,6 +136,19 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	switch o.Mode {
+	case "":
+		o.Mode = ModeSkipLocked
+	case ModeSkipLocked, ModeLog:
+	default:
+		return nil, backend.Invalidf("postgres: mode %q is not %q or %q", o.Mode, ModeSkipLocked, ModeLog)
+	}
+	if o.RotateInterval < 0 {
+		return nil, backend.Invalidf("postgres: rotate interval %v is negative", o.RotateInterval)
+	}
+	if o.RotateInterval == 0 {
+		o.RotateInterval = DefaultRotateInterval
+	}
 	if o.Migrate {
 		if err := Migrate(ctx, pool, o.Schema); err != nil {
 			return nil, err
@@ -144,6 +166,11 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 		log:     o.Logger.With(slog.String("driver", "postgres"), slog.String("schema", o.Schema)),
 		q:       newStatements(o.Schema),
 		done:    make(chan struct{}),
+		mode:    o.Mode,
+	}
+	if o.Mode == ModeLog {
+		d.q = newLogStatements(o.Schema)
+		d.log = d.log.With(slog.String("mode", ModeLog))
 	}
 	if d.listen {
 		if err := d.checkListen(ctx); err != nil {
@@ -155,6 +182,10 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 		_, err := d.pool.Exec(ctx, d.q.notifyAsync, d.q.channel, queue)
 		return err
 	}, d.log)
+	if o.Mode == ModeLog {
+		d.lwg.Add(1)
+		go d.rotate(o.RotateInterval)
+	}
 	return d, nil
 }
 

@@ -198,6 +198,18 @@ func TestConcurrentMigrations(t *testing.T) {
 
 	// Upgrade: take the schema back to version 1; opening refuses it with
 	// a hint, Migrate brings it forward.
+	if _, err := base.Exec(ctx, `DO $$DECLARE f record; BEGIN
+	FOR f IN SELECT p.oid::regprocedure AS sig FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname = '`+schema+`' AND p.proname LIKE 'log\_%' LOOP
+		EXECUTE 'DROP FUNCTION ' || f.sig;
+	END LOOP; END$$`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := base.Exec(ctx, "DROP TABLE "+schema+".log_messages, "+schema+".log_leases, "+schema+".log_settles, "+
+		schema+".log_timers, "+schema+".log_cursors, "+schema+".log_state, "+schema+".log_dedup, "+schema+".log_dead, "+
+		schema+".log_marks; DROP SEQUENCE "+schema+".log_pos"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := base.Exec(ctx, "DROP TABLE "+schema+".marks; ALTER TABLE "+schema+".messages DROP COLUMN run_at; DELETE FROM "+schema+".schema_migrations WHERE version > 1"); err != nil {
 		t.Fatal(err)
 	}

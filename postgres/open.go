@@ -31,6 +31,11 @@ const (
 	// ParamPollInterval sets Options.PollInterval (30s with LISTEN, 1s
 	// without), as a Go duration.
 	ParamPollInterval = "fila_poll_interval"
+	// ParamMode sets Options.Mode: skiplocked (the default) or log.
+	ParamMode = "fila_mode"
+	// ParamRotateInterval sets Options.RotateInterval (1m), as a Go
+	// duration; log mode only.
+	ParamRotateInterval = "fila_rotate_interval"
 )
 
 const paramPrefix = "fila_"
@@ -83,11 +88,22 @@ func parseURL(u *url.URL) (Options, string, error) {
 	o.Migrate = p.Bool(ParamMigrate, false)
 	o.DisableListen = !p.Bool(ParamListen, true)
 	o.PollInterval = p.Duration(ParamPollInterval, 0)
+	o.Mode = p.String(ParamMode, ModeSkipLocked)
+	o.RotateInterval = p.Duration(ParamRotateInterval, 0)
 	if err := p.Done(); err != nil {
 		return Options{}, "", err
 	}
 	if p.Has(ParamPollInterval) && o.PollInterval == 0 {
 		return Options{}, "", backend.Invalidf("URL parameter %s must be positive", ParamPollInterval)
+	}
+	if p.Has(ParamRotateInterval) && o.RotateInterval == 0 {
+		return Options{}, "", backend.Invalidf("URL parameter %s must be positive", ParamRotateInterval)
+	}
+	if o.Mode != ModeSkipLocked && o.Mode != ModeLog {
+		return Options{}, "", backend.Invalidf("URL parameter %s is %q; use %s (the default) or %s", ParamMode, o.Mode, ModeSkipLocked, ModeLog)
+	}
+	if o.RotateInterval != 0 && o.Mode != ModeLog {
+		return Options{}, "", backend.Invalidf("URL parameter %s applies to %s=%s only", ParamRotateInterval, ParamMode, ModeLog)
 	}
 	if err := validateSchema(o.Schema); err != nil {
 		return Options{}, "", err

@@ -40,6 +40,9 @@ type statements struct {
 	markGet    string
 	markDelete string
 	markList   string
+
+	rotateCopy     string // log mode only
+	rotateTruncate string // log mode only
 }
 
 // channelName returns the LISTEN/NOTIFY channel of a schema.

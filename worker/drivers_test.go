@@ -29,6 +29,13 @@ func TestWorkerPostgres(t *testing.T) {
 	runWorkerTests(t, urlOpener(testenv.PostgresURL(t), map[string]string{"fila_migrate": "true"}))
 }
 
+// TestWorkerPostgresLog runs the suite on the log mode, rotating every
+// second so rotations happen while jobs run.
+func TestWorkerPostgresLog(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.PostgresURL(t), map[string]string{"fila_migrate": "true",
+		"fila_mode": "log", "fila_rotate_interval": "1s"}))
+}
+
 func TestWorkerRedis(t *testing.T) {
 	// A blocked Redis receive notices cancellation only when its XREAD
 	// BLOCK ends (default 1s); a shorter block keeps every worker stop quick.

@@ -1,0 +1,193 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Storage modes (Options.Mode, URL parameter fila_mode).
+const (
+	// ModeSkipLocked keeps one row per pending message, updated by claims
+	// and deleted by acks, claimed with FOR UPDATE SKIP LOCKED. It is the
+	// default.
+	ModeSkipLocked = "skiplocked"
+	// ModeLog keeps append-only rows in three rotating generations of
+	// tables, emptied by TRUNCATE: no dead tuple per message, so an open
+	// transaction that holds back vacuum does not slow it down.
+	ModeLog = "log"
+)
+
+// Defaults of the log mode.
+const (
+	// DefaultRotateInterval is how long a generation of the log mode's
+	// tables takes new rows before rotation empties the oldest one.
+	DefaultRotateInterval = time.Minute
+	// rotateLockTimeout bounds how long rotation's TRUNCATE waits for the
+	// partitions' locks, during which the queries that need them wait
+	// behind it.
+	rotateLockTimeout = 50 * time.Millisecond
+	// maxRotateCheck is the longest pause between two rotation checks.
+	maxRotateCheck = 5 * time.Second
+)
+
+// newLogStatements returns the statements of the log mode. The functions
+// they call are defined in migrations/0005_log.sql; the statements keep the
+// parameters and result columns of the skip-locked mode's, so the Go code
+// around them (notifications, waiting, dedup holders, paging) is shared.
+func newLogStatements(schema string) statements {
+	base := newStatements(schema)
+	s := quoteIdent(schema)
+	r := strings.NewReplacer("{{s}}", s)
+	// Dead letters and marks use the log mode's own tables, of the same
+	// shape.
+	retable := strings.NewReplacer(s+".dead ", s+".log_dead ", s+".dead\n", s+".log_dead\n",
+		s+".marks ", s+".log_marks ", s+".marks\n", s+".log_marks\n")
+	const insert = `INSERT INTO {{s}}.log_messages
+	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts)
+SELECT (SELECT cur FROM {{s}}.log_state), r.id, $1, r.kind, r.body, r.headers::json, r.enq,
+	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts
+FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::timestamptz[],
+	$8::int8[], $9::int4[], $10::text[], $11::int4[]) WITH ORDINALITY
+	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, attempts, ord)
+ORDER BY r.ord`
+	// With dedup keys: the keys go into log_dedup first; a message whose
+	// key is taken (by a pending message or an earlier one of the batch) is
+	// not stored. RETURNING names the stored ones.
+	const insertDedup = `WITH r AS (
+	SELECT * FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::timestamptz[],
+		$8::int8[], $9::int4[], $10::text[], $11::int4[]) WITH ORDINALITY
+		AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, attempts, ord)
+), k AS (
+	INSERT INTO {{s}}.log_dedup (queue, key, id)
+	SELECT $1, r.dedup, r.id FROM r WHERE r.dedup IS NOT NULL ORDER BY r.ord
+	ON CONFLICT DO NOTHING
+	RETURNING id
+)
+INSERT INTO {{s}}.log_messages
+	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts)
+SELECT (SELECT cur FROM {{s}}.log_state), r.id, $1, r.kind, r.body, r.headers::json, r.enq,
+	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts
+FROM r WHERE r.dedup IS NULL OR r.id IN (SELECT id FROM k)
+ORDER BY r.ord
+RETURNING id::text`
+	const insertOne = `INSERT INTO {{s}}.log_messages
+	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts)
+VALUES ((SELECT cur FROM {{s}}.log_state), $2, $1, $3, $4, $5::json, $6,
+	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11)`
+	const insertOneDedup = `WITH k AS (
+	INSERT INTO {{s}}.log_dedup (queue, key, id) VALUES ($1, $10, $2)
+	ON CONFLICT DO NOTHING
+	RETURNING id
+)
+INSERT INTO {{s}}.log_messages
+	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts)
+SELECT (SELECT cur FROM {{s}}.log_state), $2, $1, $3, $4, $5::json, $6,
+	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11
+FROM k
+RETURNING id::text`
+	q := base
+	q.enqueue = r.Replace(insert)
+	q.enqueueDedup = r.Replace(insertDedup)
+	q.enqueueOne = r.Replace(insertOne)
+	q.enqueueOneDe = r.Replace(insertOneDedup)
+	q.holders = r.Replace(`SELECT key, id::text FROM {{s}}.log_dedup WHERE queue = $1 AND key = ANY($2::text[])`)
+	q.claim = r.Replace(`SELECT * FROM {{s}}.log_receive($1, $2, $3)`)
+	q.claimDelayed = r.Replace(`SELECT * FROM {{s}}.log_receive($1, $2, $3, true)`)
+	q.nextDue = r.Replace(`SELECT {{s}}.log_next_due($1)`)
+	q.ack = r.Replace(`SELECT * FROM {{s}}.log_ack($1::uuid[], $2::uuid[])`)
+	q.retry = r.Replace(`SELECT pg_notify($5, q) FROM {{s}}.log_retry($1::uuid, $2::uuid, $3, $4) AS q`)
+	q.dead = r.Replace(`SELECT 1 FROM {{s}}.log_bury($1::uuid, $2::uuid, $3, $4)`)
+	q.extend = r.Replace(`SELECT * FROM {{s}}.log_extend($1::uuid, $2::uuid, $3)`)
+	q.stats = r.Replace(`SELECT * FROM {{s}}.log_stats($1)`)
+	q.deadCounts = retable.Replace(base.deadCounts)
+	q.deadList = retable.Replace(base.deadList)
+	q.deadPurge = retable.Replace(base.deadPurge)
+	q.deadImport = retable.Replace(base.deadImport)
+	q.deadReplay = r.Replace(`WITH d AS (
+	DELETE FROM {{s}}.log_dead
+	WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::uuid[] IS NULL OR id = ANY($3::uuid[]))
+	RETURNING id, queue, kind, body, headers, enqueued_at, max_attempts
+)
+INSERT INTO {{s}}.log_messages (gen, id, queue, kind, body, headers, enqueued_at, run_at, attempts, max_attempts)
+SELECT (SELECT cur FROM {{s}}.log_state), id, queue, kind, body, headers, enqueued_at, now(), 0, max_attempts FROM d`)
+	q.queueList = strings.ReplaceAll(retable.Replace(base.queueList), s+".messages", s+".log_messages")
+	q.queueDelete = r.Replace(`SELECT {{s}}.log_queue_delete($1)`)
+	q.markSet = retable.Replace(base.markSet)
+	q.markSetNew = retable.Replace(base.markSetNew)
+	q.markGet = retable.Replace(base.markGet)
+	q.markDelete = retable.Replace(base.markDelete)
+	q.markList = retable.Replace(base.markList)
+	q.rotateCopy = r.Replace(`SELECT {{s}}.log_rotate_copy($1)`)
+	q.rotateTruncate = r.Replace(`SELECT {{s}}.log_rotate_truncate($1)`)
+	return q
+}
+
+// rotate runs until Close: every check (a quarter of the rotation interval,
+// at most maxRotateCheck) it tries the TRUNCATE of a generation copied
+// before, then the copy of the next one once the current generation is old
+// enough. Drivers of one schema in any number of processes take turns
+// through an advisory lock; each step is one short statement.
+func (d *Driver) rotate(every time.Duration) {
+	defer d.lwg.Done()
+	check := min(every/4, maxRotateCheck)
+	check = max(check, 10*time.Millisecond)
+	t := time.NewTicker(check)
+	defer t.Stop()
+	var heldSince, heldLogged time.Time // rotation refused since; last said so
+	report := max(time.Minute, 2*every)
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(10*check, 30*time.Second))
+		go func() { // Close ends a step in flight
+			select {
+			case <-d.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		var res string
+		err := d.pool.QueryRow(ctx, d.q.rotateTruncate, int32(rotateLockTimeout/time.Millisecond)).Scan(&res)
+		switch {
+		case err != nil:
+			d.rotateFailed(ctx, "truncate", err)
+		case res == "rotated":
+			heldSince = time.Time{}
+			d.log.Debug("postgres log mode: rotated to the next generation")
+		case res == "locked" || res == "late":
+			now := time.Now()
+			if heldSince.IsZero() {
+				heldSince = now
+			}
+			// Brief refusals are normal under load; a long one means a
+			// long transaction, which the operator should know about.
+			if now.Sub(heldSince) >= report && now.Sub(heldLogged) >= report {
+				heldLogged = now
+				d.log.Warn("postgres log mode: rotation held back: a transaction keeps a lock on the oldest generation's tables (a long read or an open enqueue transaction); the tables grow until it ends",
+					slog.String("outcome", res), slog.Duration("held_for", now.Sub(heldSince).Round(time.Second)))
+			}
+		}
+		if err == nil {
+			err = d.pool.QueryRow(ctx, d.q.rotateCopy, every.Microseconds()).Scan(&res)
+			if err != nil {
+				d.rotateFailed(ctx, "copy", err)
+			} else if strings.HasPrefix(res, "copied ") {
+				d.log.Debug("postgres log mode: copied the rows the oldest generation still needs", slog.String("outcome", res))
+			}
+		}
+		cancel()
+	}
+}
+
+func (d *Driver) rotateFailed(ctx context.Context, step string, err error) {
+	if d.isClosed() {
+		return
+	}
+	d.log.Warn("postgres log mode: rotation failed; it is tried again at the next check",
+		slog.String("step", step), slog.Any("error", mapErr(ctx, "rotate "+step, err)))
+}

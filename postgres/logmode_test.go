@@ -1,0 +1,324 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/postgres"
+)
+
+// openLog opens a Client in the log mode on schema, rotating every rotate.
+func openLog(t *testing.T, schema string, rotate time.Duration) *fila.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw := driverURL(t, map[string]string{"fila_schema": schema, "fila_mode": "log",
+		"fila_rotate_interval": rotate.String(), "pool_max_conns": "4"})
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := postgres.Open(ctx, u, backend.OpenOptions{Logger: quietLogger})
+	if err != nil {
+		t.Fatalf("open log mode: %v", err)
+	}
+	c, err := fila.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestLogLateCommitNotSkipped: a message whose transaction took its txid
+// before later enqueues, and committed after they were consumed, is still
+// delivered. A cursor that advanced by id would have passed it.
+func TestLogLateCommitNotSkipped(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const q = "late"
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	ids, err := c.EnqueueTx(ctx, tx, q, []fila.Message{{Kind: "k", Body: []byte("late")}})
+	if err != nil {
+		t.Fatalf("EnqueueTx: %v", err)
+	}
+	late := ids[0]
+	var lateTx, laterTx uint64
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::int8`).Scan(&lateTx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "k", Body: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatalf("Enqueue: %v", err)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		d := receiveOneLog(t, c, q, 5*time.Second)
+		if d.ID == late {
+			t.Fatalf("the uncommitted message was delivered")
+		}
+		if string(d.Body) != fmt.Sprint(i) {
+			t.Fatalf("delivery %d has body %q", i, d.Body)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT max(txid)::text::int8 FROM %s.log_messages WHERE queue = $1`, schema), q).Scan(&laterTx); err != nil {
+		t.Fatal(err)
+	}
+	if laterTx <= lateTx {
+		t.Fatalf("the later enqueues' txids (max %d) are not after the held transaction's (%d): the test proves nothing", laterTx, lateTx)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	d := receiveOneLog(t, c, q, 5*time.Second)
+	if d.ID != late || string(d.Body) != "late" {
+		t.Fatalf("after the commit received %s %q, want the late message %s", d.ID, d.Body, late)
+	}
+}
+
+func receiveOneLog(t *testing.T, c *fila.Client, q string, wait time.Duration) *fila.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 1, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	return ds[0]
+}
+
+// logState reads the log mode's current generation.
+func logState(t *testing.T, pool *pgxpool.Pool, schema string) int {
+	t.Helper()
+	var cur int
+	if err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT cur FROM %s.log_state`, schema)).Scan(&cur); err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+// waitRotations waits until the current generation changed n times.
+func waitRotations(t *testing.T, pool *pgxpool.Pool, schema string, n int) {
+	t.Helper()
+	last := logState(t, pool, schema)
+	deadline := time.Now().Add(60 * time.Second)
+	for n > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("rotation did not happen within 60s (%d rotations left)", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if cur := logState(t, pool, schema); cur != last {
+			last = cur
+			n--
+		}
+	}
+}
+
+// TestLogRotationKeepsPending: across several rotations (each TRUNCATEs a
+// generation) every message still pending keeps its state: one never read,
+// one leased, one delayed, one retried with a delay, one leased whose lease
+// expires; and the partitions that were emptied hold no row of the acked
+// ones.
+func TestLogRotationKeepsPending(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	// unread: a queue nobody reads until the end.
+	unread, err := c.Enqueue(ctx, "unread", fila.Message{Kind: "k", Body: []byte("unread")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// held: leased for a long time, acked after the rotations.
+	if _, err := c.Enqueue(ctx, "held", fila.Message{Kind: "k", Body: []byte("held")}); err != nil {
+		t.Fatal(err)
+	}
+	held := receiveOneLog(t, c, "held", 5*time.Second)
+	// delayed: due after the rotations.
+	if _, err := c.Enqueue(ctx, "delayed", fila.Message{Kind: "k", Body: []byte("delayed"), Delay: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	// Read the delayed queue once so the message becomes a timer.
+	short, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	if ds, err := c.Receive(short, "delayed", fila.ReceiveParams{}); err == nil {
+		t.Fatalf("delayed message delivered early: %v", ds[0].ID)
+	}
+	scancel()
+	// retried: retried with a delay, so re-appended.
+	if _, err := c.Enqueue(ctx, "retried", fila.Message{Kind: "k", Body: []byte("retried")}); err != nil {
+		t.Fatal(err)
+	}
+	r := receiveOneLog(t, c, "retried", 5*time.Second)
+	if err := r.Retry(ctx, 3*time.Second, "again"); err != nil {
+		t.Fatal(err)
+	}
+	// expiring: leased with a lease that ends during the rotations.
+	if _, err := c.Enqueue(ctx, "expiring", fila.Message{Kind: "k", Body: []byte("expiring")}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	eds, err := c.Receive(rctx, "expiring", fila.ReceiveParams{Lease: 500 * time.Millisecond})
+	rcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Churn: acked messages whose rows rotation must drop.
+	for i := 0; i < 50; i++ {
+		if _, err := c.Enqueue(ctx, "churn", fila.Message{Kind: "k", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		d := receiveOneLog(t, c, "churn", 5*time.Second)
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	waitRotations(t, pool, schema, 4) // every generation emptied at least once
+
+	var churnRows int
+	if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.log_messages WHERE queue = 'churn'`, schema)).Scan(&churnRows); err != nil {
+		t.Fatal(err)
+	}
+	if churnRows != 0 {
+		t.Errorf("%d rows of acked messages survived 4 rotations", churnRows)
+	}
+
+	if err := held.Ack(ctx); err != nil {
+		t.Errorf("ack of the lease held across rotations: %v", err)
+	}
+	if d := receiveOneLog(t, c, "unread", 5*time.Second); d.ID != unread {
+		t.Errorf("unread queue gave %s, want %s", d.ID, unread)
+	}
+	d := receiveOneLog(t, c, "delayed", 10*time.Second)
+	if string(d.Body) != "delayed" {
+		t.Errorf("delayed queue gave %q", d.Body)
+	}
+	d = receiveOneLog(t, c, "retried", 10*time.Second)
+	if string(d.Body) != "retried" || d.Attempt != 2 || d.LastError != "again" {
+		t.Errorf("retried message: body %q attempt %d last error %q; want retried, 2, again", d.Body, d.Attempt, d.LastError)
+	}
+	d = receiveOneLog(t, c, "expiring", 10*time.Second)
+	if d.ID != eds[0].ID || d.Attempt != 2 {
+		t.Errorf("expired lease redelivered as %s attempt %d, want %s attempt 2", d.ID, d.Attempt, eds[0].ID)
+	}
+	if err := eds[0].Ack(ctx); err == nil {
+		t.Errorf("ack with the expired receipt succeeded")
+	}
+}
+
+// TestLogRotationWaitsForLock: a transaction holding a lock on the oldest
+// generation's partition holds rotation back, without stalling enqueues or
+// receives; rotation happens once it ends.
+func TestLogRotationWaitsForLock(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	waitRotations(t, pool, schema, 1)
+	cur := logState(t, pool, schema)
+	oldest := (cur + 1) % 3
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	// A long reader of the oldest generation.
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.log_messages_%d`, schema, oldest)); err != nil {
+		t.Fatal(err)
+	}
+	// Rotation is due many times over while the lock is held; messages
+	// still flow.
+	for i := 0; i < 20; i++ {
+		if _, err := c.Enqueue(ctx, "flow", fila.Message{Kind: "k", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		d := receiveOneLog(t, c, "flow", 5*time.Second)
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // let rotation checks come due: the test is about their refusal
+	}
+	if got := logState(t, pool, schema); got != cur {
+		t.Fatalf("rotated from %d to %d while a transaction held the oldest partition", cur, got)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitRotations(t, pool, schema, 1)
+}
+
+// TestLogNoUpdatesOrDeletes: a stream of messages through enqueue,
+// receive, ack, retry and dead letter updates and deletes no row of the log
+// tables: no dead tuple per message. Counted by the server's statistics.
+func TestLogNoUpdatesOrDeletes(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 200
+	for i := 0; i < n; i++ {
+		if _, err := c.Enqueue(ctx, "q", fila.Message{Kind: "k", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		d := receiveOneLog(t, c, "q", 5*time.Second)
+		var err error
+		switch i % 10 {
+		case 0:
+			err = d.Retry(ctx, 0, "again")
+		case 1:
+			err = d.Dead(ctx, "bad")
+		default:
+			err = d.Ack(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The statistics are flushed by each backend within a second or so of
+	// going idle: wait until every insert is counted.
+	var ins, upd, del int64
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := pool.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins), 0), coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_del), 0)
+FROM pg_stat_user_tables WHERE schemaname = $1
+	AND relname ~ '^log_(messages|leases|settles|timers|cursors)_[0-2]$'`, schema).Scan(&ins, &upd, &del)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// n enqueued + n/10 retried rows; n + n/10 leases; n settles.
+		if ins >= 3*n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if ins < 3*n {
+		t.Fatalf("statistics count %d inserts, want at least %d: not flushed", ins, 3*n)
+	}
+	if upd != 0 || del != 0 {
+		t.Errorf("log tables: %d rows updated and %d deleted for %d messages, want none", upd, del, n)
+	}
+}
