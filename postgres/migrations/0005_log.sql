@@ -14,10 +14,14 @@
 -- log_cursors row; a message's lease is the newest log_leases row of its
 -- (queue, id); a lease is settled when log_settles holds its token.
 --
+-- The functions run with plan_cache_mode = force_generic_plan: their
+-- statements are planned once per session, not at every call (custom plans
+-- of statements over the partitioned tables cost more to plan than to run).
+--
 -- Receives of one queue serialise on a transaction-scoped advisory lock
--- (class hashtext('fila.log.' || schema), key hashtext(queue)); Ack, Retry,
--- Dead and Extend take it shared, so a settlement that committed is never
--- also redelivered by an expiry sweep.
+-- (class hashtext('fila.log.' || schema), key hashtext(queue)). Ack, Retry,
+-- Dead and Extend take a lock on the lease's receipt instead, which the
+-- expiry sweep takes too before it redelivers (see log_current).
 
 CREATE SEQUENCE {{schema}}.log_pos;
 
@@ -149,12 +153,13 @@ CREATE INDEX log_dead_kind ON {{schema}}.log_dead (queue, kind, dead_at, id);
 CREATE TABLE {{schema}}.log_marks (LIKE {{schema}}.marks INCLUDING ALL);
 
 -- log_current returns the newest lease of the message if token is its
--- receipt, it has not expired and it is not settled; else NULL. It takes
--- the queue's advisory lock shared and the token's exclusively until the
--- transaction ends, so concurrent settlements of one lease are one after
--- the other and none overlaps an expiry sweep.
+-- receipt, it has not expired and it is not settled; else NULL. It holds
+-- the token's advisory lock until the transaction ends, so settlements of
+-- one lease are one after the other, and the expiry sweep, which takes the
+-- same lock before it redelivers, never overlaps one: a settlement that
+-- committed is never also redelivered.
 CREATE FUNCTION {{schema}}.log_current(p_id uuid, p_token uuid) RETURNS {{schema}}.log_leases
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     l {{schema}}.log_leases%ROWTYPE;
 BEGIN
@@ -162,7 +167,6 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(hashtext('fila.log.{{schema}}'), hashtext(l.queue));
     PERFORM pg_advisory_xact_lock(hashtext('fila.log.token.{{schema}}'), hashtext(p_token::text));
     SELECT * INTO l FROM {{schema}}.log_leases x WHERE x.queue = l.queue AND x.id = p_id ORDER BY x.pos DESC LIMIT 1;
     IF l.token <> p_token OR l.deadline <= clock_timestamp() THEN
@@ -177,7 +181,7 @@ END $$;
 -- log_cursor returns the queue's cursor, or the start for a queue without
 -- one: every committed row is after it.
 CREATE FUNCTION {{schema}}.log_cursor(p_queue text) RETURNS {{schema}}.log_cursors
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan STABLE AS $$
 DECLARE
     c {{schema}}.log_cursors%ROWTYPE;
 BEGIN
@@ -204,7 +208,7 @@ END $$;
 CREATE FUNCTION {{schema}}.log_receive(p_queue text, p_max integer, p_lease_us bigint, p_early boolean DEFAULT false)
 RETURNS TABLE (id text, kind text, body bytea, headers json, enqueued_at timestamptz, attempts integer,
     max_attempts integer, dedup_key text, token text, deadline timestamptz, last_error text, was timestamptz)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
     c          {{schema}}.log_cursors%ROWTYPE;
@@ -220,11 +224,15 @@ DECLARE
     v_xip      xid8[];
     v_tok      uuid;
     v_att      integer;
-    v_was      timestamptz;
+    v_limit    integer;
+    v_got      integer;
+    v_lwm      timestamptz;
+    v_lwm_pos  bigint;
     r          record;
     m          {{schema}}.log_messages%ROWTYPE;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('fila.log.{{schema}}'), hashtext(p_queue));
+    PERFORM set_config('synchronous_commit', 'off', true);
     v_now := clock_timestamp();
     v_deadline := v_now + p_lease_us * interval '1 microsecond';
     SELECT s.cur INTO v_gen FROM {{schema}}.log_state s;
@@ -237,9 +245,21 @@ BEGIN
             ORDER BY l.deadline, l.pos
         LOOP
             EXIT WHEN v_n >= p_max;
+            v_lwm := c.lwm;
+            v_lwm_pos := c.lwm_pos;
             c.lwm := r.deadline;
             c.lwm_pos := r.pos;
             v_changed := true;
+            CONTINUE WHEN EXISTS (SELECT FROM {{schema}}.log_leases l2
+                    WHERE l2.queue = p_queue AND l2.id = r.id AND l2.pos > r.pos)
+                OR EXISTS (SELECT FROM {{schema}}.log_settles s WHERE s.token = r.token);
+            -- A settlement of this lease in flight holds its lock: stop
+            -- here (the watermark stays before it) and let it finish.
+            IF NOT pg_try_advisory_xact_lock(hashtext('fila.log.token.{{schema}}'), hashtext(r.token::text)) THEN
+                c.lwm := v_lwm;
+                c.lwm_pos := v_lwm_pos;
+                EXIT;
+            END IF;
             CONTINUE WHEN EXISTS (SELECT FROM {{schema}}.log_leases l2
                     WHERE l2.queue = p_queue AND l2.id = r.id AND l2.pos > r.pos)
                 OR EXISTS (SELECT FROM {{schema}}.log_settles s WHERE s.token = r.token);
@@ -289,45 +309,95 @@ BEGIN
     END IF;
 
     -- The batches: rows visible in snapshot hi and not in lo, by (txid,
-    -- pos). Not visible in lo means txid >= xmax(lo) or txid in xip(lo):
-    -- two index range scans (one OR would scan the whole queue).
+    -- pos). Not visible in lo means txid in xip(lo) or txid >= xmax(lo):
+    -- read as two index range scans, the first (smaller txids) before the
+    -- second, LIMIT rows at a time so the plan is an ordered index scan
+    -- that stops early (one OR would scan the whole queue).
     LOOP
         EXIT WHEN v_n >= p_max;
         v_lox := pg_snapshot_xmax(c.lo);
         v_hix := pg_snapshot_xmax(c.hi);
-        v_xip := ARRAY(SELECT pg_snapshot_xip(c.lo));
+        v_xip := ARRAY(SELECT x FROM pg_snapshot_xip(c.lo) AS x WHERE x >= c.ctxid ORDER BY x);
         v_done := true;
-        FOR m IN SELECT DISTINCT ON (x.txid, x.pos) x.* FROM (
-                SELECT * FROM {{schema}}.log_messages a
-                WHERE a.queue = p_queue AND a.txid >= v_lox AND a.txid < v_hix AND (a.txid, a.pos) > (c.ctxid, c.cpos)
-                UNION ALL
-                SELECT * FROM {{schema}}.log_messages b
-                WHERE b.queue = p_queue AND b.txid = ANY (v_xip) AND (b.txid, b.pos) > (c.ctxid, c.cpos)
-            ) x
-            WHERE pg_visible_in_snapshot(x.txid, c.hi)
-            ORDER BY x.txid, x.pos
         LOOP
-            IF v_n >= p_max OR (p_early AND m.run_at <= v_now) THEN
-                v_done := false;
+            v_limit := p_max - v_n;
+            v_got := 0;
+            IF cardinality(v_xip) > 0 AND c.ctxid < v_lox THEN
+                FOR m IN SELECT DISTINCT ON (b.txid, b.pos) b.* FROM {{schema}}.log_messages b
+                    WHERE b.queue = p_queue AND b.txid = ANY (v_xip) AND (b.txid, b.pos) > (c.ctxid, c.cpos)
+                        AND pg_visible_in_snapshot(b.txid, c.hi)
+                    ORDER BY b.txid, b.pos LIMIT v_limit
+                LOOP
+                    v_got := v_got + 1;
+                    IF p_early AND m.run_at <= v_now THEN
+                        v_done := false;
+                        EXIT;
+                    END IF;
+                    c.ctxid := m.txid;
+                    c.cpos := m.pos;
+                    v_changed := true;
+                    IF m.run_at > v_now THEN
+                        INSERT INTO {{schema}}.log_timers (gen, queue, id, msg_pos, run_at)
+                        VALUES (v_gen, p_queue, m.id, m.pos, m.run_at);
+                        CONTINUE;
+                    END IF;
+                    v_tok := gen_random_uuid();
+                    INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline)
+                    VALUES (v_gen, p_queue, m.id, m.pos, m.attempts + 1, v_tok, v_deadline);
+                    id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
+                    enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
+                    dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
+                    last_error := COALESCE(m.last_error, ''); was := m.run_at;
+                    RETURN NEXT;
+                    v_n := v_n + 1;
+                END LOOP;
+                EXIT WHEN NOT v_done;
+                IF v_got = v_limit THEN
+                    CONTINUE WHEN v_n < p_max;
+                    v_done := false;
+                    EXIT;
+                END IF;
+                -- The xip part is read: go on after it.
+                c.ctxid := v_lox;
+                c.cpos := 0;
+                v_xip := '{}';
+                v_got := 0;
+            END IF;
+            FOR m IN SELECT DISTINCT ON (a.txid, a.pos) a.* FROM {{schema}}.log_messages a
+                WHERE a.queue = p_queue AND a.txid >= v_lox AND a.txid < v_hix AND (a.txid, a.pos) > (c.ctxid, c.cpos)
+                    AND pg_visible_in_snapshot(a.txid, c.hi)
+                ORDER BY a.txid, a.pos LIMIT v_limit
+            LOOP
+                v_got := v_got + 1;
+                IF p_early AND m.run_at <= v_now THEN
+                    v_done := false;
+                    EXIT;
+                END IF;
+                c.ctxid := m.txid;
+                c.cpos := m.pos;
+                v_changed := true;
+                IF m.run_at > v_now THEN
+                    INSERT INTO {{schema}}.log_timers (gen, queue, id, msg_pos, run_at)
+                    VALUES (v_gen, p_queue, m.id, m.pos, m.run_at);
+                    CONTINUE;
+                END IF;
+                v_tok := gen_random_uuid();
+                INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline)
+                VALUES (v_gen, p_queue, m.id, m.pos, m.attempts + 1, v_tok, v_deadline);
+                id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
+                enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
+                dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
+                last_error := COALESCE(m.last_error, ''); was := m.run_at;
+                RETURN NEXT;
+                v_n := v_n + 1;
+            END LOOP;
+            EXIT WHEN NOT v_done;
+            EXIT WHEN v_got < v_limit; -- batch read to its end
+            IF v_n >= p_max THEN
+                v_done := false; -- full: the batch may hold more
                 EXIT;
             END IF;
-            c.ctxid := m.txid;
-            c.cpos := m.pos;
-            v_changed := true;
-            IF m.run_at > v_now THEN
-                INSERT INTO {{schema}}.log_timers (gen, queue, id, msg_pos, run_at)
-                VALUES (v_gen, p_queue, m.id, m.pos, m.run_at);
-                CONTINUE;
-            END IF;
-            v_tok := gen_random_uuid();
-            INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline)
-            VALUES (v_gen, p_queue, m.id, m.pos, m.attempts + 1, v_tok, v_deadline);
-            id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
-            enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
-            dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
-            last_error := COALESCE(m.last_error, ''); was := m.run_at;
-            RETURN NEXT;
-            v_n := v_n + 1;
+            -- Some rows became timers: read on.
         END LOOP;
         EXIT WHEN NOT v_done;
         -- Batch consumed: the next one ends at the current snapshot. The
@@ -375,7 +445,7 @@ END $$;
 -- log_next_due returns how long until the queue's next lease deadline or
 -- timer after the sweeps' watermarks, in microseconds (NULL: none).
 CREATE FUNCTION {{schema}}.log_next_due(p_queue text) RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan STABLE AS $$
 DECLARE
     c {{schema}}.log_cursors%ROWTYPE;
     v timestamptz;
@@ -390,30 +460,41 @@ BEGIN
     RETURN (extract(epoch FROM (v - clock_timestamp())) * 1e6)::int8;
 END $$;
 
--- log_ack settles the current leases among the refs and returns their ids.
+-- log_ack settles the current leases among the refs and returns their ids,
+-- in one statement for the whole batch. The receipts' locks are taken
+-- first, in key order so two calls settling the same leases cannot
+-- deadlock; the settling statement then runs on a snapshot taken after
+-- them (see log_current).
 CREATE FUNCTION {{schema}}.log_ack(p_ids uuid[], p_tokens uuid[]) RETURNS SETOF text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
-    r     record;
-    l     {{schema}}.log_leases%ROWTYPE;
     v_gen smallint;
 BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('fila.log.token.{{schema}}'), k.k)
+    FROM (SELECT DISTINCT hashtext(t::text) AS k FROM unnest(p_tokens) AS t ORDER BY 1) k;
     SELECT s.cur INTO v_gen FROM {{schema}}.log_state s;
-    -- In token order, so two calls settling the same leases cannot deadlock.
-    FOR r IN SELECT u.id, u.token FROM unnest(p_ids, p_tokens) AS u(id, token) ORDER BY u.token LOOP
-        l := {{schema}}.log_current(r.id, r.token);
-        CONTINUE WHEN l.pos IS NULL;
-        INSERT INTO {{schema}}.log_settles (gen, queue, id, token, kind) VALUES (v_gen, l.queue, l.id, l.token, 'a');
-        DELETE FROM {{schema}}.log_dedup k WHERE k.id = l.id AND k.queue = l.queue;
-        RETURN NEXT l.id::text;
-    END LOOP;
+    RETURN QUERY WITH u AS (
+        SELECT DISTINCT ON (t.token) t.id, t.token FROM unnest(p_ids, p_tokens) AS t(id, token) ORDER BY t.token
+    ), s AS (
+        INSERT INTO {{schema}}.log_settles (gen, queue, id, token, kind)
+        SELECT v_gen, l.queue, l.id, l.token, 'a' FROM u
+        CROSS JOIN LATERAL (SELECT x.queue FROM {{schema}}.log_leases x WHERE x.token = u.token AND x.id = u.id LIMIT 1) f
+        CROSS JOIN LATERAL (SELECT x.* FROM {{schema}}.log_leases x
+            WHERE x.queue = f.queue AND x.id = u.id ORDER BY x.pos DESC LIMIT 1) l
+        WHERE l.token = u.token AND l.deadline > clock_timestamp()
+            AND NOT EXISTS (SELECT FROM {{schema}}.log_settles z WHERE z.token = u.token)
+        RETURNING queue, id
+    ), d AS (
+        DELETE FROM {{schema}}.log_dedup k USING s WHERE k.id = s.id AND k.queue = s.queue
+    )
+    SELECT s.id::text FROM s;
 END $$;
 
 -- log_retry ends the lease and re-appends the message with its new run-at
 -- (no earlier than the run-at an early lease kept) and last error. It
 -- returns the queue, or nothing when the lease is not current.
 CREATE FUNCTION {{schema}}.log_retry(p_id uuid, p_token uuid, p_delay_us bigint, p_reason text) RETURNS SETOF text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     l     {{schema}}.log_leases%ROWTYPE;
     v_gen smallint;
@@ -436,7 +517,7 @@ END $$;
 -- log_bury ends the lease and stores the message as a dead letter. It
 -- returns one row, or none when the lease is not current.
 CREATE FUNCTION {{schema}}.log_bury(p_id uuid, p_token uuid, p_reason text, p_attempts integer) RETURNS SETOF integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     l     {{schema}}.log_leases%ROWTYPE;
     v_gen smallint;
@@ -460,7 +541,7 @@ END $$;
 
 -- log_extend appends a lease row with the same receipt and a new deadline.
 CREATE FUNCTION {{schema}}.log_extend(p_id uuid, p_token uuid, p_lease_us bigint) RETURNS SETOF timestamptz
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     l     {{schema}}.log_leases%ROWTYPE;
     v_gen smallint;
@@ -481,7 +562,7 @@ END $$;
 -- pending timers and unsettled leases (expired ones count as ready).
 CREATE FUNCTION {{schema}}.log_stats(p_queue text, OUT ready bigint, OUT delayed bigint, OUT leased bigint,
     OUT oldest timestamptz)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan STABLE AS $$
 DECLARE
     c     {{schema}}.log_cursors%ROWTYPE;
     v_now timestamptz := clock_timestamp();
@@ -526,7 +607,7 @@ END $$;
 -- TRUNCATE reclaims them. It takes the rotation lock too: a rotation copy
 -- that read the queue's rows before the delete would write them back.
 CREATE FUNCTION {{schema}}.log_queue_delete(p_queue text) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('fila.log.rotate.{{schema}}'), 0);
     PERFORM pg_advisory_xact_lock(hashtext('fila.log.{{schema}}'), hashtext(p_queue));
@@ -548,7 +629,7 @@ END $$;
 -- message; a pending timer; a queue's newest cursor. Rows only ever stop
 -- being needed, so what is copied from one snapshot stays enough.
 CREATE FUNCTION {{schema}}.log_rotate_copy(p_interval_us bigint) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     s {{schema}}.log_state%ROWTYPE;
     p smallint;
@@ -628,7 +709,7 @@ END $$;
 -- in the generation after its copy (an enqueue whose transaction read an
 -- old generation) makes it return 'late', and the next copy takes it.
 CREATE FUNCTION {{schema}}.log_rotate_truncate(p_lock_timeout_ms integer) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     s {{schema}}.log_state%ROWTYPE;
     n bigint;
