@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/postgres"
+	"github.com/fila-go/fila/relay"
 )
 
 // openLog opens a Client in the log mode on schema, rotating every rotate.
@@ -320,5 +322,108 @@ FROM pg_stat_user_tables WHERE schemaname = $1
 	}
 	if upd != 0 || del != 0 {
 		t.Errorf("log tables: %d rows updated and %d deleted for %d messages, want none", upd, del, n)
+	}
+}
+
+// openMode opens a Client on schema in the given mode.
+func openMode(t *testing.T, schema, mode string) *fila.Client {
+	t.Helper()
+	if mode == postgres.ModeLog {
+		return openLog(t, schema, time.Minute)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u, err := url.Parse(driverURL(t, map[string]string{"fila_schema": schema, "pool_max_conns": "4"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := postgres.Open(ctx, u, backend.OpenOptions{Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := fila.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestMoveBetweenModes: a relay (what fila migrate runs) moves a queue from
+// one mode to the other within one schema, both ways: a ready message with
+// its attempts, a delayed one with its run-at and dedup key, and a dead
+// letter; the source ends empty.
+func TestMoveBetweenModes(t *testing.T) {
+	for _, dir := range [][2]string{{postgres.ModeSkipLocked, postgres.ModeLog}, {postgres.ModeLog, postgres.ModeSkipLocked}} {
+		t.Run(dir[0]+"-to-"+dir[1], func(t *testing.T) {
+			pool := testPool(t)
+			schema := migratedSchema(t, pool)
+			from, to := openMode(t, schema, dir[0]), openMode(t, schema, dir[1])
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			const q = "moving"
+			retried, err := from.Enqueue(ctx, q, fila.Message{Kind: "retried", Body: []byte("r"), MaxAttempts: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := receiveOneLog(t, from, q, 5*time.Second)
+			if err := d.Retry(ctx, 0, "flaky"); err != nil {
+				t.Fatal(err)
+			}
+			runAt := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+			if _, err := from.Enqueue(ctx, q, fila.Message{Kind: "later", Body: []byte("l"), RunAt: runAt, DedupKey: "once"}); err != nil {
+				t.Fatal(err)
+			}
+			deadID, err := from.Enqueue(ctx, q, fila.Message{Kind: "bad", Body: []byte("b")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				d := receiveOneLog(t, from, q, 5*time.Second)
+				if d.ID == deadID {
+					if err := d.Dead(ctx, "unparseable"); err != nil {
+						t.Fatal(err)
+					}
+					break
+				}
+				if err := d.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := &relay.Relay{From: from, FromQueue: q, To: to, IncludeDelayed: true, IncludeDead: true, StopWhenIdle: 300 * time.Millisecond}
+			st, err := r.Run(ctx)
+			if err != nil {
+				t.Fatalf("relay: %v", err)
+			}
+			if st.Moved != 1 || st.Delayed != 1 || st.Dead != 1 {
+				t.Errorf("relay stats %+v, want 1 moved, 1 delayed, 1 dead", st)
+			}
+			got := receiveOneLog(t, to, q, 5*time.Second)
+			if got.Headers[relay.HeaderSourceID] != retried || string(got.Body) != "r" || got.Attempt < 3 || got.MaxAttempts != 5 {
+				t.Errorf("moved message: source %s body %q attempt %d max %d; want %s, r, >= 3, 5",
+					got.Headers[relay.HeaderSourceID], got.Body, got.Attempt, got.MaxAttempts, retried)
+			}
+			tst, err := to.QueueStats(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tst.Delayed != 1 || tst.Dead != 1 || tst.Leased != 1 {
+				t.Errorf("target stats %+v, want 1 delayed, 1 leased and 1 dead", tst)
+			}
+			if _, err := to.Enqueue(ctx, q, fila.Message{Kind: "later", DedupKey: "once"}); !errors.Is(err, fila.ErrDuplicate) {
+				t.Errorf("the delayed message's dedup key did not move: %v", err)
+			}
+			page, err := to.DeadList(ctx, q, fila.DeadListParams{})
+			if err != nil || len(page.Letters) != 1 || page.Letters[0].ID != deadID || page.Letters[0].Reason != "unparseable" {
+				t.Errorf("dead letters on the target: %+v, %v", page.Letters, err)
+			}
+			sst, err := from.QueueStats(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sst.Ready+sst.Delayed+sst.Leased+sst.Dead != 0 {
+				t.Errorf("source not empty: %+v", sst)
+			}
+		})
 	}
 }
