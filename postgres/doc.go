@@ -1,6 +1,7 @@
 // Package postgres is Fila's PostgreSQL driver: messages are rows, claimed
-// with FOR UPDATE SKIP LOCKED, and receivers wake through LISTEN/NOTIFY. It
-// needs PostgreSQL 13 or newer and is built on github.com/jackc/pgx/v5.
+// with FOR UPDATE SKIP LOCKED (or, in the log mode, read from append-only
+// rotating tables), and receivers wake through LISTEN/NOTIFY. It needs
+// PostgreSQL 13 or newer and is built on github.com/jackc/pgx/v5.
 //
 // # Opening
 //
@@ -41,6 +42,10 @@
 //	fila_poll_interval    30s       how often a blocked Receive checks its queue without a
 //	                                notification; 1s by default with fila_listen=false
 //	                                (Options.PollInterval)
+//	fila_mode             skiplocked storage mode: skiplocked or log (see "The log
+//	                                mode"; Options.Mode)
+//	fila_rotate_interval  1m        log mode only: how long a generation of its tables
+//	                                takes new rows before rotation (Options.RotateInterval)
 //	any other             pgx's     passed to pgx: sslmode, pool_max_conns,
 //	                                application_name, default_query_exec_mode, …
 //
@@ -83,15 +88,65 @@
 // pooler. PgBouncer before 1.21 (or without max_prepared_statements) also
 // needs default_query_exec_mode=exec, since pgx prepares statements.
 //
+// # The log mode
+//
+// With fila_mode=log the driver keeps its queues in other tables of the
+// same schema, where no row is ever updated or deleted per message:
+// enqueues, deliveries (leases), settlements, delayed messages and read
+// positions are all inserted rows. The tables are partitioned into three
+// generations; new rows go to the current one, and every
+// fila_rotate_interval rotation copies the rows the oldest generation
+// still needs (messages not yet read, live leases, pending delays, read
+// positions) into the current one and empties the oldest with TRUNCATE.
+//
+// Choose it when a long transaction (a report, a forgotten BEGIN, a
+// replica with hot_standby_feedback) may hold back vacuum for minutes: the
+// skip-locked table then fills with dead tuples that nothing can remove,
+// and claims slow down as they walk them. The log mode creates no dead
+// tuple per message, so its speed does not depend on vacuum. It costs:
+//
+//   - Throughput at high concurrency: the receives of one queue take turns
+//     (an advisory lock per queue). BENCHMARKS.md has the figures against
+//     the skip-locked mode.
+//   - Space: every message's rows stay until rotation empties their
+//     generation, two to three intervals later; tables stay flat under a
+//     steady load instead of shrinking when a queue is drained.
+//   - Dedup keys live in a small table, one row inserted and deleted per
+//     message that has a key; QueueDelete, DeadReplay and DeadPurge delete
+//     rows (rotation reclaims the space of those in the partitioned
+//     tables).
+//   - A receive commits without waiting for the WAL flush: a server crash
+//     may forget the deliveries of its last moments, which then come again
+//     with the same attempt number. Enqueues, acks, retries and dead
+//     letters are durable as usual.
+//
+// Messages are read in batches bounded by transaction snapshots, as PgQ
+// does: a message whose transaction took its id early and committed late
+// is delivered in the first batch that sees it, never skipped.
+//
+// Rotation never waits long: its TRUNCATE takes the oldest generation's
+// locks with a 50 ms lock_timeout and tries again every check (a quarter
+// of the interval, at most 5 s). A transaction that holds one of those
+// locks (a query reading the log tables, or an enqueue transaction still
+// open in that generation) holds rotation back, not delivery: the tables
+// grow until it ends, and the driver logs a warning when that lasts more
+// than a minute.
+//
+// Both modes can live in one schema, each with its own queues, dead
+// letters and marks. Switching a queue is configuration: open a client
+// with the other fila_mode and move the queue with "fila migrate" (or
+// relay.Relay with IncludeDelayed and IncludeDead).
+//
 // # Caveats
 //
 //   - Lease deadlines and delays follow the server's clock. Mark expiries
 //     (pause, cancel, unique periods) are computed by the client's clock
 //     and compared by the server's, so a client whose clock is skewed sets
 //     marks that end early or late by the skew.
-//   - Every message is inserted, updated and deleted, so the messages table
-//     depends on autovacuum; the migrations give it aggressive settings.
-//     Watch for bloat under sustained high load.
+//   - In the skip-locked mode every message is inserted, updated and
+//     deleted, so the messages table depends on autovacuum; the migrations
+//     give it aggressive settings. Watch for bloat under sustained high
+//     load, or use the log mode.
 //   - Ordering: a single receiver without retries or delays gets messages
 //     in enqueue order; competing receivers get no ordering promise.
 //
@@ -100,8 +155,8 @@
 // The driver keeps every rule of the contract, optional ones included:
 // dedup keys, dead-letter management, stats (every column), transactional
 // enqueue, moving queues (backend.DelayedReceiver, backend.DeadImporter),
-// queue listing and deletion, and marks with listing. Its conformance run
-// declares no conformance.Feature missing.
+// queue listing and deletion, and marks with listing, in both modes. Its
+// conformance runs declare no conformance.Feature missing.
 //
 // # Errors
 //
