@@ -136,3 +136,12 @@ func TestSustainedMarkdown(t *testing.T) {
 		t.Errorf("pgTableSet = %q", got)
 	}
 }
+
+func TestLatencyRecorderClampsLongLatencies(t *testing.T) {
+	start := time.Now().Add(-3 * time.Hour)
+	rec := newLatencyRecorder(start)
+	rec.onStart(makeBody(start.Add(time.Minute))) // started about 2h59m late
+	if got := rec.window.ValueAtQuantile(95); got < latencyCapUs {
+		t.Fatalf("p95 of a latency over the cap = %dµs; want at least the cap %dµs, not a dropped value", got, latencyCapUs)
+	}
+}

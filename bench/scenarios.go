@@ -187,8 +187,13 @@ type latencyRecorder struct {
 	seen   atomic.Int64
 }
 
+// latencyCapUs is the longest latency the recorders hold (an hour, in µs):
+// longer ones are recorded as this, never dropped, so a sustained run that
+// falls far behind still reports its p95 (as a lower bound).
+const latencyCapUs = 3_600_000_000
+
 func newLatencyRecorder(after time.Time) *latencyRecorder {
-	return &latencyRecorder{h: hdr.New(1, 600_000_000, 3), window: hdr.New(1, 600_000_000, 3), after: after}
+	return &latencyRecorder{h: hdr.New(1, latencyCapUs, 3), window: hdr.New(1, latencyCapUs, 3), after: after}
 }
 
 func (l *latencyRecorder) onStart(body []byte) {
@@ -201,7 +206,7 @@ func (l *latencyRecorder) onStart(body []byte) {
 	if t.Before(l.after) {
 		return
 	}
-	us := max(now.Sub(t).Microseconds(), 1)
+	us := min(max(now.Sub(t).Microseconds(), 1), latencyCapUs)
 	l.mu.Lock()
 	_ = l.h.RecordValue(us)
 	_ = l.window.RecordValue(us)
@@ -215,7 +220,7 @@ func (l *latencyRecorder) recordAt(intended, now time.Time) {
 		return
 	}
 	l.mu.Lock()
-	_ = l.h.RecordValue(max(now.Sub(intended).Microseconds(), 1))
+	_ = l.h.RecordValue(min(max(now.Sub(intended).Microseconds(), 1), latencyCapUs))
 	l.mu.Unlock()
 }
 
