@@ -72,9 +72,9 @@ CREATE TABLE {{schema}}.log_leases (
     run_at   timestamptz
 ) PARTITION BY LIST (gen);
 CREATE INDEX log_leases_expiry ON {{schema}}.log_leases (queue, deadline, pos);
-CREATE INDEX log_leases_id ON {{schema}}.log_leases (queue, id, pos);
-CREATE INDEX log_leases_msg ON {{schema}}.log_leases (queue, msg_pos, pos);
-CREATE INDEX log_leases_token ON {{schema}}.log_leases (token);
+-- By message: its newest lease; a receipt's lease (id and token); whether
+-- a timer was taken (a lease of the message after the timer).
+CREATE INDEX log_leases_id ON {{schema}}.log_leases (id, queue, pos);
 
 -- Settlements: a = ack, r = retry, d = dead.
 CREATE TABLE {{schema}}.log_settles (
@@ -228,6 +228,12 @@ DECLARE
     v_got      integer;
     v_lwm      timestamptz;
     v_lwm_pos  bigint;
+    -- The leases of this call, inserted together at its end.
+    a_id       uuid[] := '{}';
+    a_pos      bigint[] := '{}';
+    a_att      integer[] := '{}';
+    a_tok      uuid[] := '{}';
+    a_run      timestamptz[] := '{}';
     r          record;
     m          {{schema}}.log_messages%ROWTYPE;
 BEGIN
@@ -272,8 +278,8 @@ BEGIN
             SELECT * INTO m FROM {{schema}}.log_messages x WHERE x.pos = r.msg_pos LIMIT 1;
             CONTINUE WHEN NOT FOUND;
             v_tok := gen_random_uuid();
-            INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline)
-            VALUES (v_gen, p_queue, m.id, m.pos, r.attempt + 1, v_tok, v_deadline);
+            a_id := a_id || m.id; a_pos := a_pos || m.pos; a_att := a_att || (r.attempt + 1);
+            a_tok := a_tok || v_tok; a_run := a_run || NULL::timestamptz;
             id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
             enqueued_at := m.enqueued_at; attempts := r.attempt + 1; max_attempts := m.max_attempts;
             dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
@@ -293,12 +299,12 @@ BEGIN
             v_changed := true;
             -- A lease after the timer: ReceiveDelayed took it early.
             CONTINUE WHEN EXISTS (SELECT FROM {{schema}}.log_leases l
-                WHERE l.queue = p_queue AND l.msg_pos = r.msg_pos AND l.pos > r.pos);
+                WHERE l.id = r.id AND l.queue = p_queue AND l.pos > r.pos);
             SELECT * INTO m FROM {{schema}}.log_messages x WHERE x.pos = r.msg_pos LIMIT 1;
             CONTINUE WHEN NOT FOUND;
             v_tok := gen_random_uuid();
-            INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline)
-            VALUES (v_gen, p_queue, m.id, m.pos, m.attempts + 1, v_tok, v_deadline);
+            a_id := a_id || m.id; a_pos := a_pos || m.pos; a_att := a_att || (m.attempts + 1);
+            a_tok := a_tok || v_tok; a_run := a_run || NULL::timestamptz;
             id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
             enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
             dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
@@ -342,8 +348,8 @@ BEGIN
                         CONTINUE;
                     END IF;
                     v_tok := gen_random_uuid();
-                    INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline)
-                    VALUES (v_gen, p_queue, m.id, m.pos, m.attempts + 1, v_tok, v_deadline);
+                    a_id := a_id || m.id; a_pos := a_pos || m.pos; a_att := a_att || (m.attempts + 1);
+                    a_tok := a_tok || v_tok; a_run := a_run || NULL::timestamptz;
                     id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
                     enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
                     dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
@@ -382,8 +388,8 @@ BEGIN
                     CONTINUE;
                 END IF;
                 v_tok := gen_random_uuid();
-                INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline)
-                VALUES (v_gen, p_queue, m.id, m.pos, m.attempts + 1, v_tok, v_deadline);
+                a_id := a_id || m.id; a_pos := a_pos || m.pos; a_att := a_att || (m.attempts + 1);
+                a_tok := a_tok || v_tok; a_run := a_run || NULL::timestamptz;
                 id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
                 enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
                 dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
@@ -421,12 +427,12 @@ BEGIN
         LOOP
             EXIT WHEN v_n >= p_max;
             CONTINUE WHEN EXISTS (SELECT FROM {{schema}}.log_leases l
-                WHERE l.queue = p_queue AND l.msg_pos = r.msg_pos AND l.pos > r.pos);
+                WHERE l.id = r.id AND l.queue = p_queue AND l.pos > r.pos);
             SELECT * INTO m FROM {{schema}}.log_messages x WHERE x.pos = r.msg_pos LIMIT 1;
             CONTINUE WHEN NOT FOUND;
             v_tok := gen_random_uuid();
-            INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline, run_at)
-            VALUES (v_gen, p_queue, m.id, m.pos, m.attempts + 1, v_tok, v_deadline, r.run_at);
+            a_id := a_id || m.id; a_pos := a_pos || m.pos; a_att := a_att || (m.attempts + 1);
+            a_tok := a_tok || v_tok; a_run := a_run || r.run_at::timestamptz;
             id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
             enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
             dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
@@ -436,6 +442,11 @@ BEGIN
         END LOOP;
     END IF;
 
+    IF cardinality(a_id) > 0 THEN
+        INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline, run_at)
+        SELECT v_gen, p_queue, x.id, x.pos, x.att, x.tok, v_deadline, x.run
+        FROM unnest(a_id, a_pos, a_att, a_tok, a_run) AS x(id, pos, att, tok, run);
+    END IF;
     IF v_changed THEN
         INSERT INTO {{schema}}.log_cursors (gen, queue, lo, hi, ctxid, cpos, lwm, lwm_pos, twm, twm_pos)
         VALUES (v_gen, p_queue, c.lo, c.hi, c.ctxid, c.cpos, c.lwm, c.lwm_pos, c.twm, c.twm_pos);
@@ -582,7 +593,7 @@ BEGIN
     ), timers AS (
         SELECT DISTINCT ON (t.pos) t.run_at FROM {{schema}}.log_timers t
         WHERE t.queue = p_queue AND (t.run_at, t.pos) > (c.twm, c.twm_pos)
-            AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.queue = p_queue AND l.msg_pos = t.msg_pos AND l.pos > t.pos)
+            AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.id = t.id AND l.queue = p_queue AND l.pos > t.pos)
     ), leases AS (
         SELECT DISTINCT ON (l.pos) l.deadline, l.run_at FROM {{schema}}.log_leases l
         WHERE l.queue = p_queue AND (l.deadline, l.pos) > (c.lwm, c.lwm_pos)
@@ -663,12 +674,12 @@ BEGIN
                 OR (NOT pg_visible_in_snapshot(m.txid, k.lo)
                     AND NOT (pg_visible_in_snapshot(m.txid, k.hi) AND (m.txid, m.pos) <= (k.ctxid, k.cpos)))
                 OR EXISTS (SELECT FROM {{schema}}.log_leases l
-                    WHERE l.queue = m.queue AND l.msg_pos = m.pos
+                    WHERE l.id = m.id AND l.queue = m.queue AND l.msg_pos = m.pos
                         AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l2 WHERE l2.queue = l.queue AND l2.id = l.id AND l2.pos > l.pos)
                         AND NOT EXISTS (SELECT FROM {{schema}}.log_settles x WHERE x.token = l.token))
                 OR EXISTS (SELECT FROM {{schema}}.log_timers t
                     WHERE t.queue = m.queue AND t.msg_pos = m.pos
-                        AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.queue = t.queue AND l.msg_pos = t.msg_pos AND l.pos > t.pos)))
+                        AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.id = t.id AND l.queue = t.queue AND l.pos > t.pos)))
         RETURNING 1
     ), lc AS (
         INSERT INTO {{schema}}.log_leases (gen, pos, queue, id, msg_pos, attempt, token, deadline, run_at)
@@ -685,7 +696,7 @@ BEGIN
         FROM {{schema}}.log_timers t
         WHERE t.gen = p
             AND NOT EXISTS (SELECT FROM {{schema}}.log_timers t2 WHERE t2.queue = t.queue AND t2.run_at = t.run_at AND t2.pos = t.pos AND t2.gen <> p)
-            AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.queue = t.queue AND l.msg_pos = t.msg_pos AND l.pos > t.pos)
+            AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.id = t.id AND l.queue = t.queue AND l.pos > t.pos)
         RETURNING 1
     ), cc AS (
         INSERT INTO {{schema}}.log_cursors (gen, pos, queue, lo, hi, ctxid, cpos, lwm, lwm_pos, twm, twm_pos)
