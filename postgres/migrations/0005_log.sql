@@ -242,7 +242,10 @@ BEGIN
     v_now := clock_timestamp();
     v_deadline := v_now + p_lease_us * interval '1 microsecond';
     SELECT s.cur INTO v_gen FROM {{schema}}.log_state s;
-    c := {{schema}}.log_cursor(p_queue);
+    SELECT * INTO c FROM {{schema}}.log_cursors k WHERE k.queue = p_queue ORDER BY k.pos DESC LIMIT 1;
+    IF NOT FOUND THEN
+        c := {{schema}}.log_cursor(p_queue);
+    END IF;
 
     IF NOT p_early THEN
         -- Leases that ended unsettled since the previous sweep.
@@ -451,24 +454,19 @@ BEGIN
         INSERT INTO {{schema}}.log_cursors (gen, queue, lo, hi, ctxid, cpos, lwm, lwm_pos, twm, twm_pos)
         VALUES (v_gen, p_queue, c.lo, c.hi, c.ctxid, c.cpos, c.lwm, c.lwm_pos, c.twm, c.twm_pos);
     END IF;
-END $$;
-
--- log_next_due returns how long until the queue's next lease deadline or
--- timer after the sweeps' watermarks, in microseconds (NULL: none).
-CREATE FUNCTION {{schema}}.log_next_due(p_queue text) RETURNS bigint
-LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan STABLE AS $$
-DECLARE
-    c {{schema}}.log_cursors%ROWTYPE;
-    v timestamptz;
-BEGIN
-    c := {{schema}}.log_cursor(p_queue);
-    SELECT LEAST(
-        (SELECT l.deadline FROM {{schema}}.log_leases l
-         WHERE l.queue = p_queue AND (l.deadline, l.pos) > (c.lwm, c.lwm_pos) ORDER BY l.deadline, l.pos LIMIT 1),
-        (SELECT t.run_at FROM {{schema}}.log_timers t
-         WHERE t.queue = p_queue AND (t.run_at, t.pos) > (c.twm, c.twm_pos) ORDER BY t.run_at, t.pos LIMIT 1))
-    INTO v;
-    RETURN (extract(epoch FROM (v - clock_timestamp())) * 1e6)::int8;
+    -- For a receive that found nothing: how long until the next lease
+    -- deadline or timer after the watermarks, in microseconds, read by the
+    -- statement that follows in the same transaction.
+    IF v_n = 0 AND NOT p_early THEN
+        PERFORM set_config('fila.next_due', COALESCE((extract(epoch FROM (LEAST(
+            (SELECT l.deadline FROM {{schema}}.log_leases l
+             WHERE l.queue = p_queue AND (l.deadline, l.pos) > (c.lwm, c.lwm_pos) ORDER BY l.deadline, l.pos LIMIT 1),
+            (SELECT t.run_at FROM {{schema}}.log_timers t
+             WHERE t.queue = p_queue AND (t.run_at, t.pos) > (c.twm, c.twm_pos) ORDER BY t.run_at, t.pos LIMIT 1))
+            - clock_timestamp())) * 1e6)::int8::text, ''), true);
+    ELSE
+        PERFORM set_config('fila.next_due', '', true);
+    END IF;
 END $$;
 
 -- log_ack settles the current leases among the refs and returns their ids,
