@@ -560,6 +560,12 @@ BEGIN
     IF l.pos IS NULL THEN
         RETURN;
     END IF;
+    -- Shared with receives: the new deadline is read after any sweep that
+    -- could pass it has ended, so no sweep's watermark is past it.
+    PERFORM pg_advisory_xact_lock_shared(hashtext('fila.log.{{schema}}'), hashtext(l.queue));
+    IF l.deadline <= clock_timestamp() THEN
+        RETURN; -- ended while this call waited
+    END IF;
     SELECT s.cur INTO v_gen FROM {{schema}}.log_state s;
     v := clock_timestamp() + p_lease_us * interval '1 microsecond';
     INSERT INTO {{schema}}.log_leases (gen, queue, id, msg_pos, attempt, token, deadline, run_at)
