@@ -17,6 +17,12 @@
 -- The functions run with plan_cache_mode = force_generic_plan: their
 -- statements are planned once per session, not at every call (custom plans
 -- of statements over the partitioned tables cost more to plan than to run).
+-- A generic plan is made without statistics when autovacuum is off, or
+-- from those of a partition that was small then, so the reads that must
+-- stop early (a queue's newest cursor, the next rows of a batch) are
+-- written per partition, each an ORDER BY ... LIMIT over one index: over
+-- the partitioned parent the plan sorted every matching row of the three
+-- partitions, and a queue's receives slowed down as its partitions grew.
 --
 -- Receives of one queue serialise on a transaction-scoped advisory lock
 -- (class hashtext('fila.log.' || schema), key hashtext(queue)). Ack, Retry,
@@ -240,9 +246,15 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('fila.log.{{schema}}'), hashtext(p_queue));
     PERFORM set_config('synchronous_commit', 'off', true);
     v_now := clock_timestamp();
-    v_deadline := v_now + p_lease_us * interval '1 microsecond';
+    v_deadline := NULL;
     SELECT s.cur INTO v_gen FROM {{schema}}.log_state s;
-    SELECT * INTO c FROM {{schema}}.log_cursors k WHERE k.queue = p_queue ORDER BY k.pos DESC LIMIT 1;
+    SELECT * INTO c FROM (
+        (SELECT * FROM {{schema}}.log_cursors_0 k WHERE k.queue = p_queue ORDER BY k.pos DESC LIMIT 1)
+        UNION ALL
+        (SELECT * FROM {{schema}}.log_cursors_1 k WHERE k.queue = p_queue ORDER BY k.pos DESC LIMIT 1)
+        UNION ALL
+        (SELECT * FROM {{schema}}.log_cursors_2 k WHERE k.queue = p_queue ORDER BY k.pos DESC LIMIT 1)
+    ) k ORDER BY k.pos DESC LIMIT 1;
     IF NOT FOUND THEN
         c := {{schema}}.log_cursor(p_queue);
     END IF;
@@ -285,7 +297,9 @@ BEGIN
             a_tok := a_tok || v_tok; a_run := a_run || NULL::timestamptz;
             id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
             enqueued_at := m.enqueued_at; attempts := r.attempt + 1; max_attempts := m.max_attempts;
-            dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
+            dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text;
+            v_deadline := COALESCE(v_deadline, clock_timestamp() + p_lease_us * interval '1 microsecond');
+            deadline := v_deadline;
             last_error := COALESCE(m.last_error, ''); was := r.deadline;
             RETURN NEXT;
             v_n := v_n + 1;
@@ -310,7 +324,9 @@ BEGIN
             a_tok := a_tok || v_tok; a_run := a_run || NULL::timestamptz;
             id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
             enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
-            dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
+            dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text;
+            v_deadline := COALESCE(v_deadline, clock_timestamp() + p_lease_us * interval '1 microsecond');
+            deadline := v_deadline;
             last_error := COALESCE(m.last_error, ''); was := r.run_at;
             RETURN NEXT;
             v_n := v_n + 1;
@@ -332,9 +348,16 @@ BEGIN
             v_limit := p_max - v_n;
             v_got := 0;
             IF cardinality(v_xip) > 0 AND c.ctxid < v_lox THEN
-                FOR m IN SELECT DISTINCT ON (b.txid, b.pos) b.* FROM {{schema}}.log_messages b
-                    WHERE b.queue = p_queue AND b.txid = ANY (v_xip) AND (b.txid, b.pos) > (c.ctxid, c.cpos)
-                        AND pg_visible_in_snapshot(b.txid, c.hi)
+                FOR m IN SELECT DISTINCT ON (b.txid, b.pos) b.* FROM (
+                        (SELECT * FROM {{schema}}.log_messages_0 b WHERE b.queue = p_queue AND b.txid = ANY (v_xip) AND (b.txid, b.pos) > (c.ctxid, c.cpos)
+                            AND pg_visible_in_snapshot(b.txid, c.hi) ORDER BY b.txid, b.pos LIMIT v_limit)
+                        UNION ALL
+                        (SELECT * FROM {{schema}}.log_messages_1 b WHERE b.queue = p_queue AND b.txid = ANY (v_xip) AND (b.txid, b.pos) > (c.ctxid, c.cpos)
+                            AND pg_visible_in_snapshot(b.txid, c.hi) ORDER BY b.txid, b.pos LIMIT v_limit)
+                        UNION ALL
+                        (SELECT * FROM {{schema}}.log_messages_2 b WHERE b.queue = p_queue AND b.txid = ANY (v_xip) AND (b.txid, b.pos) > (c.ctxid, c.cpos)
+                            AND pg_visible_in_snapshot(b.txid, c.hi) ORDER BY b.txid, b.pos LIMIT v_limit)
+                    ) b
                     ORDER BY b.txid, b.pos LIMIT v_limit
                 LOOP
                     v_got := v_got + 1;
@@ -355,7 +378,9 @@ BEGIN
                     a_tok := a_tok || v_tok; a_run := a_run || NULL::timestamptz;
                     id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
                     enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
-                    dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
+                    dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text;
+            v_deadline := COALESCE(v_deadline, clock_timestamp() + p_lease_us * interval '1 microsecond');
+            deadline := v_deadline;
                     last_error := COALESCE(m.last_error, ''); was := m.run_at;
                     RETURN NEXT;
                     v_n := v_n + 1;
@@ -372,10 +397,17 @@ BEGIN
                 v_xip := '{}';
                 v_got := 0;
             END IF;
-            FOR m IN SELECT DISTINCT ON (a.txid, a.pos) a.* FROM {{schema}}.log_messages a
-                WHERE a.queue = p_queue AND a.txid >= v_lox AND a.txid < v_hix AND (a.txid, a.pos) > (c.ctxid, c.cpos)
-                    AND pg_visible_in_snapshot(a.txid, c.hi)
-                ORDER BY a.txid, a.pos LIMIT v_limit
+            FOR m IN SELECT DISTINCT ON (b.txid, b.pos) b.* FROM (
+                        (SELECT * FROM {{schema}}.log_messages_0 b WHERE b.queue = p_queue AND b.txid >= v_lox AND b.txid < v_hix AND (b.txid, b.pos) > (c.ctxid, c.cpos)
+                            AND pg_visible_in_snapshot(b.txid, c.hi) ORDER BY b.txid, b.pos LIMIT v_limit)
+                        UNION ALL
+                        (SELECT * FROM {{schema}}.log_messages_1 b WHERE b.queue = p_queue AND b.txid >= v_lox AND b.txid < v_hix AND (b.txid, b.pos) > (c.ctxid, c.cpos)
+                            AND pg_visible_in_snapshot(b.txid, c.hi) ORDER BY b.txid, b.pos LIMIT v_limit)
+                        UNION ALL
+                        (SELECT * FROM {{schema}}.log_messages_2 b WHERE b.queue = p_queue AND b.txid >= v_lox AND b.txid < v_hix AND (b.txid, b.pos) > (c.ctxid, c.cpos)
+                            AND pg_visible_in_snapshot(b.txid, c.hi) ORDER BY b.txid, b.pos LIMIT v_limit)
+                ) b
+                ORDER BY b.txid, b.pos LIMIT v_limit
             LOOP
                 v_got := v_got + 1;
                 IF p_early AND m.run_at <= v_now THEN
@@ -395,7 +427,9 @@ BEGIN
                 a_tok := a_tok || v_tok; a_run := a_run || NULL::timestamptz;
                 id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
                 enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
-                dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
+                dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text;
+            v_deadline := COALESCE(v_deadline, clock_timestamp() + p_lease_us * interval '1 microsecond');
+            deadline := v_deadline;
                 last_error := COALESCE(m.last_error, ''); was := m.run_at;
                 RETURN NEXT;
                 v_n := v_n + 1;
@@ -438,7 +472,9 @@ BEGIN
             a_tok := a_tok || v_tok; a_run := a_run || r.run_at::timestamptz;
             id := m.id::text; kind := m.kind; body := m.body; headers := m.headers;
             enqueued_at := m.enqueued_at; attempts := m.attempts + 1; max_attempts := m.max_attempts;
-            dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text; deadline := v_deadline;
+            dedup_key := COALESCE(m.dedup_key, ''); token := v_tok::text;
+            v_deadline := COALESCE(v_deadline, clock_timestamp() + p_lease_us * interval '1 microsecond');
+            deadline := v_deadline;
             last_error := COALESCE(m.last_error, ''); was := r.run_at;
             RETURN NEXT;
             v_n := v_n + 1;
@@ -671,7 +707,15 @@ BEGIN
         SELECT s.cur, m.pos, m.txid, m.queue, m.id, m.kind, m.body, m.headers, m.enqueued_at, m.run_at,
             m.attempts, m.max_attempts, m.dedup_key, m.last_error
         FROM {{schema}}.log_messages m
-        LEFT JOIN LATERAL (SELECT * FROM {{schema}}.log_cursors k WHERE k.queue = m.queue ORDER BY k.pos DESC LIMIT 1) k ON true
+        -- The queue's cursor, in this statement's snapshot, per partition so
+        -- that each is one index probe.
+        LEFT JOIN LATERAL (SELECT * FROM (
+            (SELECT * FROM {{schema}}.log_cursors_0 k WHERE k.queue = m.queue ORDER BY k.pos DESC LIMIT 1)
+            UNION ALL
+            (SELECT * FROM {{schema}}.log_cursors_1 k WHERE k.queue = m.queue ORDER BY k.pos DESC LIMIT 1)
+            UNION ALL
+            (SELECT * FROM {{schema}}.log_cursors_2 k WHERE k.queue = m.queue ORDER BY k.pos DESC LIMIT 1)
+        ) k ORDER BY k.pos DESC LIMIT 1) k ON true
         WHERE m.gen = p
             AND NOT EXISTS (SELECT FROM {{schema}}.log_messages m2 WHERE m2.pos = m.pos AND m2.gen <> p)
             AND (k.pos IS NULL
