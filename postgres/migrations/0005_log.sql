@@ -124,21 +124,27 @@ CREATE TABLE {{schema}}.log_cursors (
 ) PARTITION BY LIST (gen);
 CREATE INDEX log_cursors_queue ON {{schema}}.log_cursors (queue, pos);
 
-CREATE TABLE {{schema}}.log_messages_0 PARTITION OF {{schema}}.log_messages FOR VALUES IN (0);
-CREATE TABLE {{schema}}.log_messages_1 PARTITION OF {{schema}}.log_messages FOR VALUES IN (1);
-CREATE TABLE {{schema}}.log_messages_2 PARTITION OF {{schema}}.log_messages FOR VALUES IN (2);
-CREATE TABLE {{schema}}.log_leases_0 PARTITION OF {{schema}}.log_leases FOR VALUES IN (0);
-CREATE TABLE {{schema}}.log_leases_1 PARTITION OF {{schema}}.log_leases FOR VALUES IN (1);
-CREATE TABLE {{schema}}.log_leases_2 PARTITION OF {{schema}}.log_leases FOR VALUES IN (2);
-CREATE TABLE {{schema}}.log_settles_0 PARTITION OF {{schema}}.log_settles FOR VALUES IN (0);
-CREATE TABLE {{schema}}.log_settles_1 PARTITION OF {{schema}}.log_settles FOR VALUES IN (1);
-CREATE TABLE {{schema}}.log_settles_2 PARTITION OF {{schema}}.log_settles FOR VALUES IN (2);
-CREATE TABLE {{schema}}.log_timers_0 PARTITION OF {{schema}}.log_timers FOR VALUES IN (0);
-CREATE TABLE {{schema}}.log_timers_1 PARTITION OF {{schema}}.log_timers FOR VALUES IN (1);
-CREATE TABLE {{schema}}.log_timers_2 PARTITION OF {{schema}}.log_timers FOR VALUES IN (2);
-CREATE TABLE {{schema}}.log_cursors_0 PARTITION OF {{schema}}.log_cursors FOR VALUES IN (0);
-CREATE TABLE {{schema}}.log_cursors_1 PARTITION OF {{schema}}.log_cursors FOR VALUES IN (1);
-CREATE TABLE {{schema}}.log_cursors_2 PARTITION OF {{schema}}.log_cursors FOR VALUES IN (2);
+-- Autovacuum is off on the partitions: they have no dead tuples to
+-- remove (rotation empties them with TRUNCATE), and its ANALYZE of a
+-- partition that was nearly empty then made every later plan of the
+-- functions below a sequential scan (see plan_cache_mode above), which got
+-- slower with every row. Without statistics the planner sizes a partition
+-- by its current file and picks the indexes.
+CREATE TABLE {{schema}}.log_messages_0 PARTITION OF {{schema}}.log_messages FOR VALUES IN (0) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_messages_1 PARTITION OF {{schema}}.log_messages FOR VALUES IN (1) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_messages_2 PARTITION OF {{schema}}.log_messages FOR VALUES IN (2) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_leases_0 PARTITION OF {{schema}}.log_leases FOR VALUES IN (0) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_leases_1 PARTITION OF {{schema}}.log_leases FOR VALUES IN (1) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_leases_2 PARTITION OF {{schema}}.log_leases FOR VALUES IN (2) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_settles_0 PARTITION OF {{schema}}.log_settles FOR VALUES IN (0) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_settles_1 PARTITION OF {{schema}}.log_settles FOR VALUES IN (1) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_settles_2 PARTITION OF {{schema}}.log_settles FOR VALUES IN (2) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_timers_0 PARTITION OF {{schema}}.log_timers FOR VALUES IN (0) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_timers_1 PARTITION OF {{schema}}.log_timers FOR VALUES IN (1) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_timers_2 PARTITION OF {{schema}}.log_timers FOR VALUES IN (2) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_cursors_0 PARTITION OF {{schema}}.log_cursors FOR VALUES IN (0) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_cursors_1 PARTITION OF {{schema}}.log_cursors FOR VALUES IN (1) WITH (autovacuum_enabled = false);
+CREATE TABLE {{schema}}.log_cursors_2 PARTITION OF {{schema}}.log_cursors FOR VALUES IN (2) WITH (autovacuum_enabled = false);
 
 -- Dedup keys of pending messages: the one table of the mode with a row
 -- deleted per message, and only per message that has a key.
