@@ -132,6 +132,12 @@
 // grow until it ends, and the driver logs a warning when that lasts more
 // than a minute.
 //
+// Do not VACUUM or ANALYZE the log mode's partitioned tables by hand (their
+// autovacuum is off: they have nothing to vacuum). Statistics taken while a
+// partition is nearly empty make the driver's cached plans scan it
+// sequentially, which slows every call until rotation empties that
+// partition again (at most three rotation intervals).
+//
 // Both modes can live in one schema, each with its own queues, dead
 // letters and marks. Switching a queue is configuration: open a client
 // with the other fila_mode and move the queue with "fila migrate" (or

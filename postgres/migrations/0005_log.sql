@@ -266,12 +266,22 @@ BEGIN
     END IF;
 
     IF NOT p_early THEN
-        -- Leases that ended unsettled since the previous sweep.
-        FOR r IN SELECT DISTINCT ON (l.deadline, l.pos) l.* FROM {{schema}}.log_leases l
-            WHERE l.queue = p_queue AND (l.deadline, l.pos) > (c.lwm, c.lwm_pos) AND l.deadline <= v_now
-            ORDER BY l.deadline, l.pos
+        -- Leases that ended unsettled since the previous sweep, 256 at a
+        -- time, each chunk read per partition (see plan_cache_mode above).
+        <<sweep>>
         LOOP
-            EXIT WHEN v_n >= p_max;
+        v_got := 0;
+        FOR r IN SELECT DISTINCT ON (l.deadline, l.pos) l.* FROM (
+                (SELECT * FROM {{schema}}.log_leases_0 l WHERE l.queue = p_queue AND (l.deadline, l.pos) > (c.lwm, c.lwm_pos) AND l.deadline <= v_now ORDER BY l.deadline, l.pos LIMIT 256)
+                UNION ALL
+                (SELECT * FROM {{schema}}.log_leases_1 l WHERE l.queue = p_queue AND (l.deadline, l.pos) > (c.lwm, c.lwm_pos) AND l.deadline <= v_now ORDER BY l.deadline, l.pos LIMIT 256)
+                UNION ALL
+                (SELECT * FROM {{schema}}.log_leases_2 l WHERE l.queue = p_queue AND (l.deadline, l.pos) > (c.lwm, c.lwm_pos) AND l.deadline <= v_now ORDER BY l.deadline, l.pos LIMIT 256)
+            ) l
+            ORDER BY l.deadline, l.pos LIMIT 256
+        LOOP
+            v_got := v_got + 1;
+            EXIT sweep WHEN v_n >= p_max;
             v_lwm := c.lwm;
             v_lwm_pos := c.lwm_pos;
             c.lwm := r.deadline;
@@ -285,7 +295,7 @@ BEGIN
             IF NOT pg_try_advisory_xact_lock(hashtext('fila.log.token.{{schema}}'), hashtext(r.token::text)) THEN
                 c.lwm := v_lwm;
                 c.lwm_pos := v_lwm_pos;
-                EXIT;
+                EXIT sweep;
             END IF;
             CONTINUE WHEN EXISTS (SELECT FROM {{schema}}.log_leases l2
                     WHERE l2.queue = p_queue AND l2.id = r.id AND l2.pos > r.pos)
@@ -310,13 +320,24 @@ BEGIN
             RETURN NEXT;
             v_n := v_n + 1;
         END LOOP;
+        EXIT sweep WHEN v_got < 256;
+        END LOOP sweep;
 
-        -- Timers that came due since the previous sweep.
-        FOR r IN SELECT DISTINCT ON (t.run_at, t.pos) t.* FROM {{schema}}.log_timers t
-            WHERE t.queue = p_queue AND (t.run_at, t.pos) > (c.twm, c.twm_pos) AND t.run_at <= v_now
-            ORDER BY t.run_at, t.pos
+        -- Timers that came due since the previous sweep, the same way.
+        <<timers>>
         LOOP
-            EXIT WHEN v_n >= p_max;
+        v_got := 0;
+        FOR r IN SELECT DISTINCT ON (t.run_at, t.pos) t.* FROM (
+                (SELECT * FROM {{schema}}.log_timers_0 t WHERE t.queue = p_queue AND (t.run_at, t.pos) > (c.twm, c.twm_pos) AND t.run_at <= v_now ORDER BY t.run_at, t.pos LIMIT 256)
+                UNION ALL
+                (SELECT * FROM {{schema}}.log_timers_1 t WHERE t.queue = p_queue AND (t.run_at, t.pos) > (c.twm, c.twm_pos) AND t.run_at <= v_now ORDER BY t.run_at, t.pos LIMIT 256)
+                UNION ALL
+                (SELECT * FROM {{schema}}.log_timers_2 t WHERE t.queue = p_queue AND (t.run_at, t.pos) > (c.twm, c.twm_pos) AND t.run_at <= v_now ORDER BY t.run_at, t.pos LIMIT 256)
+            ) t
+            ORDER BY t.run_at, t.pos LIMIT 256
+        LOOP
+            v_got := v_got + 1;
+            EXIT timers WHEN v_n >= p_max;
             c.twm := r.run_at;
             c.twm_pos := r.pos;
             v_changed := true;
@@ -337,6 +358,8 @@ BEGIN
             RETURN NEXT;
             v_n := v_n + 1;
         END LOOP;
+        EXIT timers WHEN v_got < 256;
+        END LOOP timers;
     END IF;
 
     -- The batches: rows visible in snapshot hi and not in lo, by (txid,
