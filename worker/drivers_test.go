@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -32,8 +33,33 @@ func TestWorkerPostgres(t *testing.T) {
 // TestWorkerPostgresLog runs the suite on the log mode, rotating every
 // second so rotations happen while jobs run.
 func TestWorkerPostgresLog(t *testing.T) {
-	runWorkerTests(t, urlOpener(testenv.PostgresURL(t), map[string]string{"fila_migrate": "true",
-		"fila_mode": "log", "fila_rotate_interval": "1s"}))
+	raw := testenv.PostgresURL(t)
+	runWorkerTests(t, urlOpener(raw, map[string]string{"fila_migrate": "true",
+		"fila_schema": postgresSchema(t, raw, "fila_worker_log"), "fila_mode": "log", "fila_rotate_interval": "1s"}))
+}
+
+// postgresSchema names a schema of t's own on the PostgreSQL test server,
+// migrated at open and dropped when t ends, so the suite runs on the tables
+// of this build's migrations, whatever an earlier build left in the
+// default schema.
+func postgresSchema(t *testing.T, raw, prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := prefix + "_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, raw)
+		if err != nil {
+			t.Logf("drop test schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Logf("drop test schema %s: %v", schema, err)
+		}
+	})
+	return schema
 }
 
 func TestWorkerRedis(t *testing.T) {
