@@ -192,8 +192,15 @@ func (s *suite) testCancelLosesNothing(t *testing.T) {
 		time.Sleep(time.Duration(i%5) * time.Millisecond) // vary the race
 		cancel()
 		for _, d := range <-done {
+			err := d.Ack(ctxTimeout(t, 10*time.Second))
+			if errors.Is(err, fila.ErrLeaseLost) && !time.Now().Before(d.Deadline()) {
+				// The receive returned after its lease ended (a loaded
+				// machine, a 1s lease): the ack is refused, as it must
+				// be, and the message comes again in the drain below.
+				continue
+			}
 			got[d.ID] = true
-			if err := d.Ack(ctxTimeout(t, 10*time.Second)); err != nil {
+			if err != nil {
 				t.Errorf("Ack: %v", err)
 			}
 		}
