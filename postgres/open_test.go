@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -37,6 +38,24 @@ func TestOpenRedactsCredentials(t *testing.T) {
 		cancel()
 		if err == nil || strings.Contains(err.Error(), "S3cret") {
 			t.Errorf("postgres.Open: %v; want an error without credentials", err)
+		}
+	}
+}
+
+// TestOpenRejectsBadModeParams: a bad fila_mode or fila_rotate_interval
+// fails Open with ErrInvalid before anything connects.
+func TestOpenRejectsBadModeParams(t *testing.T) {
+	for _, q := range []string{"fila_mode=append", "fila_mode=log&fila_rotate_interval=0s",
+		"fila_mode=log&fila_rotate_interval=-1s", "fila_rotate_interval=1m"} {
+		u, err := url.Parse("postgres://postgres@127.0.0.1:1/test?sslmode=disable&" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = postgres.Open(ctx, u, backend.OpenOptions{})
+		cancel()
+		if !errors.Is(err, backend.ErrInvalid) {
+			t.Errorf("Open with %s: %v; want ErrInvalid", q, err)
 		}
 	}
 }
