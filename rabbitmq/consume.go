@@ -49,6 +49,14 @@ type puller struct {
 	wake          chan struct{} // closed (and replaced) when waiters should look again
 	parking       bool
 	closed        bool
+	starting      *startCall // the consumer start under way, nil when none
+}
+
+// startCall is one run of ensure in the background, shared by every Receive
+// that needs a consumer while it runs.
+type startCall struct {
+	done chan struct{} // closed when ensure returned
+	err  error         // its result, set before done is closed
 }
 
 // chanState is one incarnation of a puller's channel. Everything in it dies
@@ -193,7 +201,18 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			continue
 		}
 		if need {
-			err := p.ensure(ctx)
+			// The consumer starts in the background (declaring a quorum
+			// queue on a loaded cluster can take seconds), so that a Receive
+			// whose context ends returns at once; the next Receive finds the
+			// consumer, or the start still under way.
+			call := p.ensureAsync(ctx)
+			var err error
+			select {
+			case <-call.done:
+				err = call.err
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 			switch {
 			case err == nil:
 				p.outage.Up("rabbitmq: consumer started again", slog.String("queue", p.queue))
@@ -349,6 +368,45 @@ func (p *puller) takeLocked(cs *chanState, want int, lease time.Duration) []back
 
 // ensure opens the channel and (re)starts the consumer if waiting Receive
 // calls need it.
+// ensureAsync starts ensure in the background unless a start is under way,
+// and returns the start to wait for. The start outlives the context of the
+// Receive that began it (keeping its values); it ends when the driver
+// closes.
+func (p *puller) ensureAsync(ctx context.Context) *startCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.starting != nil {
+		return p.starting
+	}
+	call := &startCall{done: make(chan struct{})}
+	if p.closed {
+		call.err = backend.ErrClosed
+		close(call.done)
+		return call
+	}
+	p.starting = call
+	p.d.wg.Add(1)
+	go func() {
+		defer p.d.wg.Done()
+		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		go func() {
+			select {
+			case <-p.d.closeCh:
+				cancel()
+			case <-bctx.Done():
+			}
+		}()
+		call.err = p.ensure(bctx)
+		cancel()
+		p.mu.Lock()
+		p.starting = nil
+		p.mu.Unlock()
+		close(call.done)
+	}()
+	return call
+}
+
 func (p *puller) ensure(ctx context.Context) error {
 	p.ensureMu.Lock()
 	defer p.ensureMu.Unlock()
@@ -389,6 +447,9 @@ func (p *puller) ensure(ctx context.Context) error {
 	prefetch := min(prefetchFor(demand), p.d.opts.MaxPrefetch)
 	tag := "fila-" + p.d.nonce + "-" + strconv.FormatUint(p.d.seq.Add(1), 36)
 	var deliveries <-chan amqp.Delivery
+	if p.d.beforeConsume != nil {
+		p.d.beforeConsume()
+	}
 	err := cs.call(func() error {
 		if cs.qos != prefetch { // it applies to the channel's next consumers
 			if err := cs.ch.Qos(prefetch, 0, false); err != nil {

@@ -46,6 +46,9 @@ type Driver struct {
 	wg sync.WaitGroup // background goroutines
 
 	creditGrace time.Duration // see creditGrace; tests lengthen it
+	// beforeConsume, when set (by tests), runs in a consumer start just
+	// before basic.consume.
+	beforeConsume func()
 }
 
 var (
