@@ -50,6 +50,17 @@ func (s *suite) testFeatures(t *testing.T) {
 	if _, ok := drv.(backend.MarkLister); s.has(FeatureMarkList) && !ok {
 		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.MarkLister", FeatureMarkList)
 	}
+	if s.has(FeatureTopics) {
+		_, native := drv.(backend.Topics)
+		_, marks := drv.(backend.Marker)
+		_, list := drv.(backend.MarkLister)
+		if !native && !(marks && list) {
+			t.Errorf("feature %q is not declared missing, but the driver implements neither backend.Topics nor backend.Marker with backend.MarkLister", FeatureTopics)
+		}
+	}
+	if _, native := drv.(backend.Topics); s.has(FeatureTopicList) && !native && !s.has(FeatureMarkList) {
+		t.Errorf("feature %q is not declared missing, but the driver has neither backend.Topics nor mark listing", FeatureTopicList)
+	}
 	if s.has(FeatureTxEnqueue) {
 		if _, ok := drv.(backend.TxEnqueuer); !ok {
 			t.Errorf("feature %q is not declared missing, but the driver does not implement backend.TxEnqueuer", FeatureTxEnqueue)

@@ -61,6 +61,12 @@ const (
 	// FeatureMarkList: list a queue's marks (backend.MarkLister); cancel by
 	// id needs it.
 	FeatureMarkList Feature = "mark-list"
+	// FeatureTopics: topics with subscriptions (contract: fan-out); the
+	// driver implements backend.Topics, or backend.Marker and
+	// backend.MarkLister for the portable layer's subscriptions.
+	FeatureTopics Feature = "topics"
+	// FeatureTopicList: TopicSubscriptions lists a topic's subscriptions.
+	FeatureTopicList Feature = "topic-list"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
@@ -68,6 +74,7 @@ var AllFeatures = []Feature{
 	FeatureDedup, FeatureDeadLetters, FeatureStats, FeatureOldestReady, FeatureDeadByKind,
 	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
 	FeatureQueueList, FeatureQueueDelete, FeatureBulkLimits, FeatureMarks, FeatureMarkList,
+	FeatureTopics, FeatureTopicList,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.
@@ -113,6 +120,11 @@ type Harness struct {
 	// bounds.
 	Parallel int
 
+	// FanoutBacklog is how many messages a subscription nobody reads falls
+	// behind by in the fan-out test (default 1000); a driver's own CI may
+	// raise it (the contract's figure is 100,000).
+	FanoutBacklog int
+
 	// QueuePrefix starts every queue name the suite makes (default "conf"),
 	// so leftovers are easy to find. Each test uses fresh, random names.
 	QueuePrefix string
@@ -127,6 +139,9 @@ func (h *Harness) defaults() {
 	}
 	if h.WakeupBound == 0 {
 		h.WakeupBound = 2 * time.Second
+	}
+	if h.FanoutBacklog == 0 {
+		h.FanoutBacklog = 1000
 	}
 	if h.QueuePrefix == "" {
 		h.QueuePrefix = "conf"

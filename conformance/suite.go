@@ -85,6 +85,14 @@ func Run(t *testing.T, h Harness) {
 		{"MessageCancel", s.testMessageCancel},
 		{"CancelRacesReceivers", s.testCancelRace},
 		{"UniqueForHoldsAfterAck", s.testUniqueFor},
+		{"TopicEveryCopyOnce", s.testTopicEveryCopyOnce},
+		{"TopicSubscriptionsIndependent", s.testTopicSubscriptionsIndependent},
+		{"TopicSlowSubscription", s.testTopicSlowSubscription},
+		{"TopicSubscribeWhilePublishing", s.testTopicSubscribeWhilePublishing},
+		{"TopicSubscribeWindow", s.testTopicSubscribeWindow},
+		{"TopicWithoutSubscriptions", s.testTopicWithoutSubscriptions},
+		{"TopicBadInput", s.testTopicBadInput},
+		{"TopicPublishTx", s.testTopicPublishTx},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once
 	// (or Harness.Parallel at a time): t.Run from separate goroutines is not

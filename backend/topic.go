@@ -1,0 +1,92 @@
+package backend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Topics is implemented by drivers that keep topics and their subscriptions
+// in the broker and copy a published message to every subscription
+// themselves, in one broker operation where the broker allows it (contract:
+// fan-out). A subscription is a queue: its copies are received, settled,
+// dead-lettered and counted as any queue's messages are.
+//
+// Without Topics, the portable layer keeps each topic's subscriptions as
+// marks (it needs Marker and MarkLister) and enqueues one copy per
+// subscription with Enqueue.
+type Topics interface {
+	// TopicSubscribe makes queue a subscription of topic: every message
+	// published to topic after it returns is copied to queue. Subscribing
+	// twice is not an error.
+	TopicSubscribe(ctx context.Context, topic, queue string) error
+	// TopicUnsubscribe ends the subscription; a publish that starts after
+	// it returns copies nothing to queue. It leaves queue's messages alone
+	// (the portable layer deletes the queue). Ending a subscription that
+	// does not exist is not an error.
+	TopicUnsubscribe(ctx context.Context, topic, queue string) error
+	// TopicSubscriptions returns the queues subscribed to topic, sorted.
+	// A driver that cannot list them returns an ErrUnsupported error.
+	TopicSubscriptions(ctx context.Context, topic string) ([]string, error)
+	// TopicPublish stores a copy of every message for each current
+	// subscription of topic; the copy of msgs[i] in queue q carries the id
+	// CopyID(msgs[i].ID, q) and is otherwise msgs[i]. It returns how many
+	// subscriptions it copied to; none is not an error (nothing is
+	// stored). Dedup keys apply per subscription: a subscription whose
+	// pending message holds the key gets no copy.
+	TopicPublish(ctx context.Context, topic string, msgs []Message) (int, error)
+}
+
+// TxPublisher is implemented by Topics drivers that can publish inside a
+// transaction the caller owns, as TxEnqueuer enqueues. Without it, the
+// portable layer publishes in a transaction by enqueueing each copy with
+// TxEnqueuer.EnqueueTx.
+type TxPublisher interface {
+	PublishTx(ctx context.Context, tx any, topic string, msgs []Message) (int, error)
+}
+
+// CopyID returns the id of the copy, in subscription queue, of the message
+// published with id: a UUID that keeps id's first 48 bits (the
+// millisecond of a version 7 id, so copies sort as their originals do) and
+// takes the rest from a hash of id and queue. Every copy of one message
+// has its own id, the same whichever process or driver makes it.
+func CopyID(id, queue string) string {
+	h := sha256.New()
+	h.Write([]byte("fila copy\x00"))
+	h.Write([]byte(id))
+	h.Write([]byte{0})
+	h.Write([]byte(queue))
+	var sum [32]byte
+	h.Sum(sum[:0])
+	var b [16]byte
+	copy(b[:], sum[:16])
+	if raw, ok := uuidBytes(id); ok {
+		copy(b[0:6], raw[0:6])
+	}
+	b[6] = 0x70 | b[6]&0x0f
+	b[8] = 0x80 | b[8]&0x3f
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], b[10:16])
+	return string(s[:])
+}
+
+// uuidBytes parses a UUID in canonical text form.
+func uuidBytes(s string) ([16]byte, bool) {
+	var b [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return b, false
+	}
+	hexs := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	if _, err := hex.Decode(b[:], []byte(hexs)); err != nil {
+		return b, false
+	}
+	return b, true
+}

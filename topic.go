@@ -1,0 +1,342 @@
+package fila
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Fan-out: a topic has subscriptions, and each subscription is a queue.
+// Publish stores a copy of the message in every queue subscribed to the
+// topic at that moment; each copy then lives on its own, with its own
+// leases, attempts, retries, dead letters, stats and dedup keys, and is
+// consumed with Receive, a worker, the CLI or Relay as any queue's
+// messages are.
+//
+// Drivers that implement backend.Topics keep subscriptions and make the
+// copies in the broker (RabbitMQ: a fanout exchange bound to the
+// subscriptions' queues, one publish). For the others the portable layer
+// keeps subscriptions as marks of the topic and enqueues one copy per
+// subscription, the subscriptions concurrently; a publish that fails part
+// way has stored the copies of some subscriptions and not others, and
+// publishing again may give the first ones a second copy (at least once).
+
+// topicMarkQueue prefixes the name under which the portable layer keeps a
+// topic's subscriptions as marks, and topicSubMark the name of each mark.
+// Queue names starting with topicMarkQueue are refused as subscriptions.
+const (
+	topicMarkQueue = "fila.topic."
+	topicSubMark   = "sub/"
+)
+
+// MaxTopicNameLen is the longest topic name, in bytes.
+const MaxTopicNameLen = MaxQueueNameLen - len(topicMarkQueue)
+
+// ValidateTopicName reports whether name is a valid topic name: 1 to
+// MaxTopicNameLen bytes of ASCII letters, digits, '.', '_' and '-', starting
+// with a letter or digit (the queue-name rule, shorter).
+func ValidateTopicName(name string) error {
+	if len(name) > MaxTopicNameLen {
+		return invalidf("topic name %.20q… is %d bytes; the limit is %d", name, len(name), MaxTopicNameLen)
+	}
+	if err := ValidateQueueName(name); err != nil {
+		return fmt.Errorf("topic name: %w", err)
+	}
+	return nil
+}
+
+func validateSubscription(topic, queue string) error {
+	if err := ValidateTopicName(topic); err != nil {
+		return err
+	}
+	if err := ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if strings.HasPrefix(queue, topicMarkQueue) {
+		return invalidf("queue %q cannot subscribe: names starting with %q are kept for topics", queue, topicMarkQueue)
+	}
+	return nil
+}
+
+// topics returns the driver's native topics, or nil when the portable layer
+// keeps subscriptions as marks; it fails when it can do neither.
+func (c *Client) topics() (backend.Topics, error) {
+	if t, ok := c.drv.(backend.Topics); ok {
+		return t, nil
+	}
+	if c.marker == nil || c.lister == nil {
+		return nil, &UnsupportedError{Driver: c.name, Capability: "topics (the driver has neither backend.Topics nor listable marks)"}
+	}
+	return nil, nil
+}
+
+// TopicSubscribe makes queue a subscription of topic: every message
+// published to topic after it returns is copied to queue. Messages published
+// before are not. Subscribing twice is not an error, and one queue may
+// subscribe to several topics.
+func (c *Client) TopicSubscribe(ctx context.Context, topic, queue string) error {
+	if err := validateSubscription(topic, queue); err != nil {
+		return err
+	}
+	native, err := c.topics()
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, func(ctx context.Context) error {
+		if native != nil {
+			return native.TopicSubscribe(ctx, topic, queue)
+		}
+		_, err := c.marker.MarkSet(ctx, topicMarkQueue+topic, topicSubMark+queue, time.Time{}, false)
+		return err
+	})
+}
+
+// TopicUnsubscribe ends queue's subscription to topic and deletes the queue
+// with everything it holds (QueueDelete with Force), so its pending copies
+// are not processed. A publish running at the same moment, in this process
+// or another, may still leave its copy in the queue; nothing published after
+// TopicUnsubscribe returns reaches it. Ending a subscription that does not
+// exist is not an error.
+func (c *Client) TopicUnsubscribe(ctx context.Context, topic, queue string) error {
+	if err := validateSubscription(topic, queue); err != nil {
+		return err
+	}
+	native, err := c.topics()
+	if err != nil {
+		return err
+	}
+	if _, ok := c.drv.(backend.QueueDeleter); !ok {
+		return &UnsupportedError{Driver: c.name, Capability: "unsubscribing (it deletes the queue, which needs queue deletion)"}
+	}
+	err = c.call(ctx, func(ctx context.Context) error {
+		if native != nil {
+			return native.TopicUnsubscribe(ctx, topic, queue)
+		}
+		return c.marker.MarkDelete(ctx, topicMarkQueue+topic, topicSubMark+queue)
+	})
+	if err != nil {
+		return err
+	}
+	return c.QueueDelete(ctx, queue, QueueDeleteParams{Force: true})
+}
+
+// TopicSubscriptions returns the queues subscribed to topic, sorted. Drivers
+// that cannot list them (RabbitMQ over AMQP) return ErrUnsupported.
+func (c *Client) TopicSubscriptions(ctx context.Context, topic string) ([]string, error) {
+	if err := ValidateTopicName(topic); err != nil {
+		return nil, err
+	}
+	native, err := c.topics()
+	if err != nil {
+		return nil, err
+	}
+	var subs []string
+	err = c.call(ctx, func(ctx context.Context) error {
+		var err error
+		subs, err = c.subscriptions(ctx, native, topic)
+		return err
+	})
+	return subs, err
+}
+
+func (c *Client) subscriptions(ctx context.Context, native backend.Topics, topic string) ([]string, error) {
+	if native != nil {
+		subs, err := native.TopicSubscriptions(ctx, topic)
+		if errors.Is(err, ErrUnsupported) {
+			return nil, &UnsupportedError{Driver: c.name, Capability: "listing subscriptions"}
+		}
+		return subs, err
+	}
+	marks, err := c.lister.MarkList(ctx, topicMarkQueue+topic, topicSubMark)
+	if err != nil {
+		return nil, err
+	}
+	subs := make([]string, 0, len(marks))
+	for _, m := range marks {
+		subs = append(subs, strings.TrimPrefix(m, topicSubMark))
+	}
+	sort.Strings(subs)
+	return subs, nil
+}
+
+// PublishResult is what PublishBatch reports besides the ids.
+type PublishResult struct {
+	// IDs are the published messages' ids, in order. The copy of IDs[i] in
+	// subscription queue q has the id CopyID(IDs[i], q).
+	IDs []string
+	// Subscriptions is how many subscriptions got a copy of the batch.
+	Subscriptions int
+}
+
+// CopyID returns the id that the copy of the message published with id has
+// in subscription queue: every copy has an id of its own, so that a
+// subscription's dead letters, cancels and logs name its copy alone.
+func CopyID(id, queue string) string { return backend.CopyID(id, queue) }
+
+// Publish publishes one message to topic and returns its id; see
+// PublishBatch.
+func (c *Client) Publish(ctx context.Context, topic string, m Message) (string, error) {
+	r, err := c.PublishBatch(ctx, topic, []Message{m})
+	if len(r.IDs) == 1 {
+		return r.IDs[0], err
+	}
+	return "", err
+}
+
+// PublishBatch copies msgs to every queue subscribed to topic. A topic
+// without subscriptions stores nothing, and that is not an error: the result
+// says how many subscriptions got the batch. The batch is validated as
+// EnqueueBatch validates it. A dedup key applies in each subscription on
+// its own: a subscription whose pending message holds the key gets no copy
+// (and no error). UniqueFor is refused: hold the period on the subscription
+// queues' own enqueues instead.
+func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []Message) (PublishResult, error) {
+	bms, err := c.preparePublish(topic, msgs)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	native, err := c.topics()
+	if err != nil {
+		return PublishResult{}, err
+	}
+	res := PublishResult{IDs: make([]string, len(bms))}
+	for i := range bms {
+		res.IDs[i] = bms[i].ID
+	}
+	err = c.call(ctx, func(ctx context.Context) error {
+		if native != nil {
+			n, err := native.TopicPublish(ctx, topic, bms)
+			res.Subscriptions = n
+			return err
+		}
+		subs, err := c.subscriptions(ctx, nil, topic)
+		if err != nil {
+			return err
+		}
+		n, err := c.copyToAll(ctx, subs, bms)
+		res.Subscriptions = n
+		return err
+	})
+	if err != nil {
+		return PublishResult{IDs: res.IDs}, err
+	}
+	return res, nil
+}
+
+// copyToAll enqueues the copies of bms to every queue of subs at once, and
+// returns how many queues stored theirs.
+func (c *Client) copyToAll(ctx context.Context, subs []string, bms []backend.Message) (int, error) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		n    int
+		errs []error
+	)
+	for _, q := range subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.drv.Enqueue(ctx, q, copiesFor(q, bms))
+			if err == nil && len(res) != len(bms) {
+				err = fmt.Errorf("fila: driver returned %d results for %d messages", len(res), len(bms))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("subscription %s: %w", q, err))
+				return
+			}
+			n++
+		}()
+	}
+	wg.Wait()
+	return n, errors.Join(errs...)
+}
+
+// copiesFor returns the copies of bms for subscription queue q.
+func copiesFor(q string, bms []backend.Message) []backend.Message {
+	out := make([]backend.Message, len(bms))
+	for i := range bms {
+		out[i] = bms[i]
+		out[i].ID = backend.CopyID(bms[i].ID, q)
+	}
+	return out
+}
+
+// PublishTx publishes msgs to topic inside a transaction the caller owns, so
+// the copies commit or roll back with the caller's own writes (the outbox
+// for topics). The type of tx depends on the driver, as for EnqueueTx;
+// drivers without transactional enqueue return ErrUnsupported. The
+// subscriptions are those of the moment PublishTx runs.
+func (c *Client) PublishTx(ctx context.Context, tx any, topic string, msgs []Message) (PublishResult, error) {
+	bms, err := c.preparePublish(topic, msgs)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	native, err := c.topics()
+	if err != nil {
+		return PublishResult{}, err
+	}
+	res := PublishResult{IDs: make([]string, len(bms))}
+	for i := range bms {
+		res.IDs[i] = bms[i].ID
+	}
+	if txp, ok := c.drv.(backend.TxPublisher); ok && native != nil {
+		err := c.call(ctx, func(ctx context.Context) error {
+			n, err := txp.PublishTx(ctx, tx, topic, bms)
+			res.Subscriptions = n
+			return err
+		})
+		if err != nil {
+			return PublishResult{IDs: res.IDs}, err
+		}
+		return res, nil
+	}
+	txe, ok := c.drv.(backend.TxEnqueuer)
+	if !ok {
+		return PublishResult{}, &UnsupportedError{Driver: c.name, Capability: "transactional publish"}
+	}
+	err = c.call(ctx, func(ctx context.Context) error {
+		subs, err := c.subscriptions(ctx, native, topic)
+		if err != nil {
+			return err
+		}
+		// One transaction is not safe for concurrent use: one subscription
+		// after another.
+		for _, q := range subs {
+			r, err := txe.EnqueueTx(ctx, tx, q, copiesFor(q, bms))
+			if err != nil {
+				return fmt.Errorf("subscription %s: %w", q, err)
+			}
+			if len(r) != len(bms) {
+				return fmt.Errorf("fila: driver returned %d results for %d messages", len(r), len(bms))
+			}
+			res.Subscriptions++
+		}
+		return nil
+	})
+	if err != nil {
+		return PublishResult{IDs: res.IDs}, err
+	}
+	return res, nil
+}
+
+func (c *Client) preparePublish(topic string, msgs []Message) ([]backend.Message, error) {
+	if err := ValidateTopicName(topic); err != nil {
+		return nil, err
+	}
+	for i := range msgs {
+		if msgs[i].UniqueFor != 0 {
+			return nil, invalidf("a published message cannot hold a dedup key for a period (UniqueFor): the period is per queue")
+		}
+	}
+	// The batch rules are EnqueueBatch's; the topic's mark queue is a valid
+	// queue name that stands in for the topic.
+	return c.prepareBatch(topicMarkQueue+topic, msgs)
+}
