@@ -15,10 +15,8 @@ import (
 
 func newEnqueueCmd(a *app) *cobra.Command {
 	var (
-		queue, kind, body, dedup, runAt string
-		headers                         []string
-		delay                           time.Duration
-		maxAttempts                     int
+		queue string
+		mf    messageFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue",
@@ -31,35 +29,9 @@ nothing is stored, the holder's id is printed and the exit code is 5.`,
   fila enqueue -q reports -k report.build --dedup-key report:2026-11 < args.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m := fila.Message{Kind: kind, Delay: delay, DedupKey: dedup, MaxAttempts: maxAttempts}
-			if maxAttempts < 0 {
-				return usagef("--max-attempts %d is negative", maxAttempts)
-			}
-			if runAt != "" {
-				t, err := time.Parse(time.RFC3339, runAt)
-				if err != nil {
-					return usagef("--run-at %q is not an RFC 3339 time (2026-01-02T15:04:05Z)", runAt)
-				}
-				m.RunAt = t
-			}
-			for _, h := range headers {
-				k, v, ok := strings.Cut(h, "=")
-				if !ok || k == "" {
-					return usagef("--header %q must be KEY=VALUE", h)
-				}
-				if m.Headers == nil {
-					m.Headers = map[string]string{}
-				}
-				m.Headers[k] = v
-			}
-			if cmd.Flags().Changed("body") {
-				m.Body = []byte(body)
-			} else {
-				b, err := io.ReadAll(io.LimitReader(a.stdin, fila.DefaultMaxBodyBytes+1))
-				if err != nil {
-					return fmt.Errorf("read the body from standard input: %w", err)
-				}
-				m.Body = b
+			m, err := mf.message(cmd, a.stdin)
+			if err != nil {
+				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
 				id, err := c.Enqueue(ctx, queue, m)
@@ -76,16 +48,68 @@ nothing is stored, the holder's id is printed and the exit code is 5.`,
 			})
 		},
 	}
-	f := cmd.Flags()
-	f.StringVarP(&queue, "queue", "q", "", "queue to enqueue into (required)")
-	f.StringVarP(&kind, "kind", "k", "", "message kind, naming its handler (required)")
-	f.StringVar(&body, "body", "", "message body (default: read standard input)")
-	f.StringArrayVar(&headers, "header", nil, "header KEY=VALUE (repeatable)")
-	f.DurationVar(&delay, "delay", 0, "make the message ready after this delay")
-	f.StringVar(&runAt, "run-at", "", "make the message ready at this RFC 3339 time")
-	f.StringVar(&dedup, "dedup-key", "", "refuse the message while a pending one holds this key")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "the message's own max attempts (default: the client's)")
+	cmd.Flags().StringVarP(&queue, "queue", "q", "", "queue to enqueue into (required)")
 	_ = cmd.MarkFlagRequired("queue")
-	_ = cmd.MarkFlagRequired("kind")
+	mf.register(cmd, "refuse the message while a pending one holds this key")
 	return cmd
+}
+
+// messageFlags are the flags that make one fila.Message, shared by fila
+// enqueue and fila topic publish.
+type messageFlags struct {
+	kind, body, dedup, runAt string
+	headers                  []string
+	delay                    time.Duration
+	maxAttempts              int
+}
+
+// register adds the message flags to cmd; dedupHelp tells what --dedup-key
+// does there.
+func (mf *messageFlags) register(cmd *cobra.Command, dedupHelp string) {
+	f := cmd.Flags()
+	f.StringVarP(&mf.kind, "kind", "k", "", "message kind, naming its handler (required)")
+	f.StringVar(&mf.body, "body", "", "message body (default: read standard input)")
+	f.StringArrayVar(&mf.headers, "header", nil, "header KEY=VALUE (repeatable)")
+	f.DurationVar(&mf.delay, "delay", 0, "make the message ready after this delay")
+	f.StringVar(&mf.runAt, "run-at", "", "make the message ready at this RFC 3339 time")
+	f.StringVar(&mf.dedup, "dedup-key", "", dedupHelp)
+	f.IntVar(&mf.maxAttempts, "max-attempts", 0, "the message's own max attempts (default: the client's)")
+	_ = cmd.MarkFlagRequired("kind")
+}
+
+// message builds the message the flags describe, reading the body from stdin
+// when --body is not given. Bad flag values are usage errors; the rest of
+// the validation is the client's.
+func (mf *messageFlags) message(cmd *cobra.Command, stdin io.Reader) (fila.Message, error) {
+	m := fila.Message{Kind: mf.kind, Delay: mf.delay, DedupKey: mf.dedup, MaxAttempts: mf.maxAttempts}
+	if mf.maxAttempts < 0 {
+		return m, usagef("--max-attempts %d is negative", mf.maxAttempts)
+	}
+	if mf.runAt != "" {
+		t, err := time.Parse(time.RFC3339, mf.runAt)
+		if err != nil {
+			return m, usagef("--run-at %q is not an RFC 3339 time (2026-01-02T15:04:05Z)", mf.runAt)
+		}
+		m.RunAt = t
+	}
+	for _, h := range mf.headers {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || k == "" {
+			return m, usagef("--header %q must be KEY=VALUE", h)
+		}
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		m.Headers[k] = v
+	}
+	if cmd.Flags().Changed("body") {
+		m.Body = []byte(mf.body)
+	} else {
+		b, err := io.ReadAll(io.LimitReader(stdin, fila.DefaultMaxBodyBytes+1))
+		if err != nil {
+			return m, fmt.Errorf("read the body from standard input: %w", err)
+		}
+		m.Body = b
+	}
+	return m, nil
 }
