@@ -132,6 +132,32 @@
 // no dedup keys either, so UniqueFor is refused there too). Periodic jobs,
 // in package worker, use marks as well.
 //
+// # Fan-out: topics and subscriptions
+//
+// A topic has subscriptions, and each subscription is a queue. Publish
+// stores a copy of the message in every queue subscribed to the topic at
+// that moment; each copy then lives on its own, with its own leases,
+// attempts, retries, dead letters, stats and dedup keys, and a worker, the
+// CLI or Relay consume a subscription as they consume any queue:
+//
+//	c.TopicSubscribe(ctx, "orders", "orders.email")
+//	c.TopicSubscribe(ctx, "orders", "orders.audit")
+//	id, err := c.Publish(ctx, "orders", fila.Message{Kind: "order.placed", Body: body})
+//	// "orders.email" and "orders.audit" each hold a copy; the copy in q has
+//	// the id fila.CopyID(id, q).
+//
+// A message published before a subscription existed is not delivered to
+// it; TopicUnsubscribe deletes the subscription's queue with what it holds.
+// A topic without subscriptions stores nothing and Publish succeeds.
+// Drivers that implement backend.Topics make the copies in the broker
+// (RabbitMQ: a fanout exchange, one publish per message). For the others
+// the portable layer keeps the subscriptions as marks of the topic and
+// enqueues the copies, one Enqueue per subscription, concurrently: a
+// publish that fails part way may have stored some subscriptions' copies,
+// and publishing again gives those a second copy (at least once). PublishTx
+// copies inside the caller's transaction on drivers with EnqueueTx, which
+// is the outbox for topics.
+//
 // # Errors
 //
 // The errors calls return are classified with errors.Is, the same way on
