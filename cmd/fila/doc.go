@@ -1,8 +1,8 @@
 // Command fila operates Fila queues on any supported broker: queue stats,
 // listing, pausing, resuming and deleting queues, cancelling messages by
 // id, dead-letter inspection, replay and purge,
-// enqueueing from scripts, schema migrations, moving a queue to another
-// broker, and a web dashboard.
+// enqueueing from scripts, topics (fan-out), schema migrations, moving a
+// queue to another broker, and a web dashboard.
 //
 // Its output is meant to be trusted: what a broker cannot know shows as
 // "n/a" (null in JSON), never as 0; a queue that holds nothing and that the
@@ -39,6 +39,10 @@
 //	fila dead purge -q QUEUE (--id ID... | --kind K | --all) [--yes]
 //	fila enqueue -q QUEUE -k KIND [--body S | <stdin] [--header K=V]... [--delay D]
 //	             [--run-at T] [--dedup-key K] [--max-attempts N]
+//	fila topic subscribe TOPIC QUEUE
+//	fila topic unsubscribe TOPIC QUEUE [--yes]   also deletes QUEUE with all it holds
+//	fila topic list TOPIC               the subscribed queues, one per line
+//	fila topic publish TOPIC -k KIND [the message flags of fila enqueue]
 //	fila schema up
 //	fila migrate --from URL --to URL --queue Q [--to-queue Q2] [--include-delayed]
 //	             [--include-dead] [--drain [--idle 10s]] [--batch N] [--concurrency N]
@@ -111,6 +115,25 @@
 // all. An unknown id is not an error. It needs a driver that can list
 // marks (backend.MarkLister).
 //
+// fila topic manages fan-out (fila.Client.TopicSubscribe and the rest): a
+// topic's subscriptions are queues, each of which gets its own copy of
+// every message published to the topic after it subscribed, with an id of
+// its own (fila.CopyID(published id, queue)); the copies are consumed,
+// counted, cancelled and dead-lettered as any queue's messages (fila stats,
+// fila dead, fila message cancel). fila topic publish takes fila enqueue's
+// message flags and prints the published id on its first line, then how
+// many subscriptions got a copy ("at least one" where the driver cannot
+// count them: RabbitMQ); a topic without subscriptions stores nothing,
+// with a warning (exit 0). fila topic unsubscribe ends the subscription and
+// deletes the queue with everything it holds, after a y/N confirmation
+// unless --yes; where the driver lists subscriptions it refuses (exit 1) a
+// queue that is no subscription of the topic and holds anything, and prints
+// "nothing to do" for one that holds nothing. fila topic list exits 4 on
+// RabbitMQ, which cannot list a topic's subscriptions over AMQP, and says
+// where to look instead; a topic without subscriptions gets a warning.
+// Drivers without topics (neither backend.Topics nor listable marks) exit
+// 4 for every topic command.
+//
 // fila queue list and fila stats --all need a driver that can list its
 // queues (backend.QueueLister): RabbitMQ cannot over AMQP, so name its
 // queues. fila queue delete removes a queue with its messages, dead letters
@@ -120,17 +143,19 @@
 // # Exit codes
 //
 //	0  success
-//	1  the operation failed (broker error, dead letter not found, purge or
-//	   delete declined, queue not empty without --force, a migration that
-//	   moved nothing although the source holds ready messages)
+//	1  the operation failed (broker error, dead letter not found, purge,
+//	   delete or unsubscribe declined, queue not empty without --force, a
+//	   queue to unsubscribe that is no subscription of the topic, a
+//	   migration that moved nothing although the source holds ready messages)
 //	2  usage error or invalid input: unknown command or flag, missing flag,
-//	   bad URL or URL parameter, invalid queue name, message id, kind, header or delay,
+//	   bad URL or URL parameter, invalid queue or topic name, message id, kind, header or delay,
 //	   body too large, PostgreSQL schema not migrated (run fila schema up),
 //	   a dead list --cursor used with another queue or --kind
 //	3  the broker cannot be reached (open or ping failed, or timed out)
 //	4  the broker's driver lacks the capability (stats, dead-letter
 //	   management, dedup keys, queue listing or deletion, pausing queues,
-//	   cancelling messages, migrating delayed messages or dead letters);
+//	   cancelling messages, migrating delayed messages or dead letters,
+//	   topics or listing a topic's subscriptions);
 //	   the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id
 //	   is printed on standard output

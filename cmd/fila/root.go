@@ -177,11 +177,12 @@ func exitCode(err error) int {
 func newRoot(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fila",
-		Short: "Operate Fila queues: stats, pause, cancel, dead letters, enqueue, schema, migrate, web dashboard",
+		Short: "Operate Fila queues: stats, pause, cancel, dead letters, enqueue, topics, schema, migrate, web dashboard",
 		Long: `fila operates Fila queues on any supported broker: queue stats, pausing and
 resuming queues, cancelling messages, dead-letter inspection, replay and
-purge, enqueueing from scripts, schema migrations, moving a queue to another
-broker (fila migrate --from URL --to URL), and a web dashboard (fila ui).
+purge, enqueueing from scripts, topics (fan-out: subscribe queues, publish),
+schema migrations, moving a queue to another broker (fila migrate --from URL
+--to URL), and a web dashboard (fila ui).
 
 The broker URL comes from --url or the FILA_URL environment variable:
   postgres://user@host:5432/db   redis://host:6379/0   amqp://user:pass@host:5672/
@@ -198,7 +199,7 @@ unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{code: exitUsage, err: err, usage: true} })
 	root.Version = versionLine(a.buildInfo)
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newMessageCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a), newVersionCmd(a))
+	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newMessageCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a), newTopicCmd(a), newVersionCmd(a))
 	return root
 }
 
