@@ -22,10 +22,12 @@ import (
 // Drivers that implement backend.Topics keep subscriptions and make the
 // copies in the broker (RabbitMQ: a fanout exchange bound to the
 // subscriptions' queues, one publish). For the others the portable layer
-// keeps subscriptions as marks of the topic and enqueues one copy per
-// subscription, the subscriptions concurrently; a publish that fails part
-// way has stored the copies of some subscriptions and not others, and
-// publishing again may give the first ones a second copy (at least once).
+// keeps subscriptions as marks of the topic and stores the copies with one
+// backend.MultiEnqueuer call, all or none (PostgreSQL: one transaction),
+// or else with one Enqueue per subscription, concurrently: a publish that
+// fails part way has then stored the copies of some subscriptions and not
+// others, and publishing again may give the first ones a second copy (at
+// least once).
 
 // topicMarkQueue prefixes the name under which the portable layer keeps a
 // topic's subscriptions as marks, and topicSubMark the name of each mark.
@@ -170,7 +172,9 @@ type PublishResult struct {
 	// IDs are the published messages' ids, in order. The copy of IDs[i] in
 	// subscription queue q has the id CopyID(IDs[i], q).
 	IDs []string
-	// Subscriptions is how many subscriptions got a copy of the batch.
+	// Subscriptions is how many subscriptions got a copy of the batch, or
+	// -1 when the driver knows only that at least one subscription got
+	// them (RabbitMQ).
 	Subscriptions int
 }
 
@@ -219,6 +223,13 @@ func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []Message)
 		if err != nil {
 			return err
 		}
+		if me, ok := c.drv.(backend.MultiEnqueuer); ok && len(subs) > 0 && !hasDedup(bms) {
+			if err := me.EnqueueMulti(ctx, batchesFor(subs, bms)); err != nil {
+				return err
+			}
+			res.Subscriptions = len(subs)
+			return nil
+		}
 		n, err := c.copyToAll(ctx, subs, bms)
 		res.Subscriptions = n
 		return err
@@ -257,6 +268,24 @@ func (c *Client) copyToAll(ctx context.Context, subs []string, bms []backend.Mes
 	}
 	wg.Wait()
 	return n, errors.Join(errs...)
+}
+
+// batchesFor returns the copies of bms for every queue of subs.
+func batchesFor(subs []string, bms []backend.Message) []backend.QueueBatch {
+	out := make([]backend.QueueBatch, len(subs))
+	for i, q := range subs {
+		out[i] = backend.QueueBatch{Queue: q, Msgs: copiesFor(q, bms)}
+	}
+	return out
+}
+
+func hasDedup(bms []backend.Message) bool {
+	for i := range bms {
+		if bms[i].DedupKey != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // copiesFor returns the copies of bms for subscription queue q.
@@ -306,6 +335,13 @@ func (c *Client) PublishTx(ctx context.Context, tx any, topic string, msgs []Mes
 		subs, err := c.subscriptions(ctx, native, topic)
 		if err != nil {
 			return err
+		}
+		if me, ok := c.drv.(backend.TxMultiEnqueuer); ok && len(subs) > 0 && !hasDedup(bms) {
+			if err := me.EnqueueMultiTx(ctx, tx, batchesFor(subs, bms)); err != nil {
+				return err
+			}
+			res.Subscriptions = len(subs)
+			return nil
 		}
 		// One transaction is not safe for concurrent use: one subscription
 		// after another.

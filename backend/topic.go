@@ -31,8 +31,9 @@ type Topics interface {
 	// TopicPublish stores a copy of every message for each current
 	// subscription of topic; the copy of msgs[i] in queue q carries the id
 	// CopyID(msgs[i].ID, q) and is otherwise msgs[i]. It returns how many
-	// subscriptions it copied to; none is not an error (nothing is
-	// stored). Dedup keys apply per subscription: a subscription whose
+	// subscriptions it copied to, or -1 when the driver knows only that at
+	// least one subscription got them (RabbitMQ); none is not an error
+	// (nothing is stored). Dedup keys apply per subscription: a subscription whose
 	// pending message holds the key gets no copy.
 	TopicPublish(ctx context.Context, topic string, msgs []Message) (int, error)
 }
@@ -89,4 +90,25 @@ func uuidBytes(s string) ([16]byte, bool) {
 		return b, false
 	}
 	return b, true
+}
+
+// QueueBatch is one queue's messages in a MultiEnqueuer call.
+type QueueBatch struct {
+	Queue string
+	Msgs  []Message
+}
+
+// MultiEnqueuer is implemented by drivers that can store batches for
+// several queues in one broker operation, all or none. The portable layer
+// publishes to a topic's subscriptions with it when the driver has no
+// backend.Topics and no message carries a dedup key; without it, it
+// enqueues to each subscription on its own, concurrently.
+type MultiEnqueuer interface {
+	EnqueueMulti(ctx context.Context, batches []QueueBatch) error
+}
+
+// TxMultiEnqueuer is MultiEnqueuer inside a transaction the caller owns, as
+// TxEnqueuer is to Enqueue; PublishTx uses it when present.
+type TxMultiEnqueuer interface {
+	EnqueueMultiTx(ctx context.Context, tx any, batches []QueueBatch) error
 }
