@@ -207,8 +207,9 @@ cannot count them: RabbitMQ).
 A topic without subscriptions stores nothing: exit 0, with a warning on
 standard error. A dedup key applies in each subscription on its own: one
 whose pending message holds the key gets no copy. A publish that fails part
-way may have stored the copies of some subscriptions; publishing again may
-give those a second copy (at least once).`,
+way may have stored the copies of some subscriptions (PostgreSQL stores them
+all or none, unless the message has a dedup key); publishing again may give
+those a second copy (at least once).`,
 		Example: `  fila topic publish orders -k order.created --body '{"order_id":7}'
   echo '{"order_id":7}' | fila topic publish orders -k order.created --header tenant=acme --delay 10m`,
 		Args: topicArgs("publish", false),
