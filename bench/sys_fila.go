@@ -91,9 +91,15 @@ type filaConsumer struct {
 }
 
 func (s *filaSystem) Start(ctx context.Context, concurrency int, onStart func([]byte)) (Consumer, error) {
+	return s.startQueue(ctx, s.queue, concurrency, onStart)
+}
+
+// startQueue runs a worker on queue, which need not be the run's own queue
+// (the fan-out scenario drains subscription queues with it).
+func (s *filaSystem) startQueue(ctx context.Context, queue string, concurrency int, onStart func([]byte)) (Consumer, error) {
 	fc := &filaConsumer{errc: make(chan error, 1)}
 	w, err := worker.New(s.client, worker.Config{
-		Queues: map[string]worker.QueueConfig{s.queue: {Concurrency: concurrency}},
+		Queues: map[string]worker.QueueConfig{queue: {Concurrency: concurrency}},
 		Logger: quietLogger(),
 		OnJobEnd: func(ev worker.JobEvent) {
 			if ev.Outcome == worker.OutcomeAck {
