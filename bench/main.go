@@ -48,13 +48,17 @@ type config struct {
 	susPhases    []bool // idle transaction off/on, in order
 	delay        time.Duration
 	delayRate    float64
+	fanoutSubs   []int
+	fanoutN      int
+	fanoutDrainK int
+	fanoutConc   int
 
 	pgURL, redisURL, amqpURL, mongoURL string
 	cpuProfile                         string
 }
 
 var allBrokers = []string{"postgres", "redis", "rabbitmq", "mongo"}
-var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustained"}
+var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustained", "fanout"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -100,7 +104,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg config
 	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, all, or a comma-separated list")
-	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, all, or a comma-separated list")
+	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, fanout, all, or a comma-separated list")
 	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all. "+
 		"The word fila-log adds Fila's PostgreSQL log storage mode (fila_mode=log) as its own system, which runs only when named")
 	preset := fs.String("preset", "quick", "quick (all brokers in ~15 min) or full (the sizes of issue 11)")
@@ -115,6 +119,10 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.latencyConc, "latency-concurrency", 100, "consumer concurrency in the latency and sustained scenarios")
 	fs.DurationVar(&cfg.delay, "delay", time.Second, "the Delay of every message in the delay scenario")
 	fs.Float64Var(&cfg.delayRate, "delay-rate", 50, "offered rate (msg/s) of delayed messages in the delay scenario (MongoDB/FerretDB: its first --mongo-rates)")
+	fanoutSubs := fs.String("fanout-subs", "1,5,20", "subscription counts of the fanout scenario's publish measurements (each --enqueue-duration long)")
+	fs.IntVar(&cfg.fanoutN, "fanout-n", 0, "messages published to the drained subscriptions in the fanout scenario, and preloaded in its one-queue burn-down (quick 20000, full 100000; MongoDB: --mongo-burn-n)")
+	fs.IntVar(&cfg.fanoutDrainK, "fanout-drain-subs", 5, "subscriptions drained in the fanout scenario, each holding --fanout-n messages")
+	fs.IntVar(&cfg.fanoutConc, "fanout-concurrency", 100, "consumer concurrency per subscription in the fanout scenario's drain")
 	fs.Float64Var(&cfg.susRate, "sustained-rate", 500, "offered rate (msg/s) of the sustained PostgreSQL run")
 	fs.DurationVar(&cfg.susDur, "sustained-duration", 0, "length of each sustained phase (quick 1m, full 10m; 30m for the long run)")
 	fs.DurationVar(&cfg.susInterval, "sustained-interval", 10*time.Second, "sampling interval of the sustained run")
@@ -156,6 +164,16 @@ func parseFlags(args []string) (config, error) {
 		}
 		cfg.burnConcs = append(cfg.burnConcs, n)
 	}
+	for _, f := range strings.Split(*fanoutSubs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("bad --fanout-subs %q", f)
+		}
+		cfg.fanoutSubs = append(cfg.fanoutSubs, n)
+	}
+	if cfg.fanoutDrainK < 1 || cfg.fanoutConc < 1 {
+		return cfg, fmt.Errorf("bad --fanout-drain-subs %d or --fanout-concurrency %d: want at least 1", cfg.fanoutDrainK, cfg.fanoutConc)
+	}
 	if cfg.rates, err = parseRates(*rates); err != nil {
 		return cfg, err
 	}
@@ -167,19 +185,24 @@ func parseFlags(args []string) (config, error) {
 	}
 	var p struct {
 		enq, burnLimit, lat, sus time.Duration
-		burnN, mongoBurnN        int
+		burnN, mongoBurnN, fanN  int
 	}
 	switch *preset {
 	case "quick":
 		p.enq, p.burnN, p.burnLimit, p.lat, p.sus, p.mongoBurnN = 3*time.Second, 5000, 15*time.Second, 10*time.Second, time.Minute, 300
+		// The fan-out drain is longer than burn-down's 5,000: a queue that
+		// drains at 80,000 msg/s would be done in 60 ms.
+		p.fanN = 20_000
 	case "full":
 		p.enq, p.burnN, p.burnLimit, p.lat, p.sus, p.mongoBurnN = 10*time.Second, 100_000, 3*time.Minute, 30*time.Second, 10*time.Minute, 3000
+		p.fanN = 100_000
 	default:
 		return cfg, fmt.Errorf("unknown --preset %q", *preset)
 	}
 	setDefault(&cfg.enqueueDur, p.enq)
 	setDefault(&cfg.burnN, p.burnN)
 	setDefault(&cfg.mongoBurnN, p.mongoBurnN)
+	setDefault(&cfg.fanoutN, p.fanN)
 	setDefault(&cfg.burnLimit, p.burnLimit)
 	setDefault(&cfg.latencyDur, p.lat)
 	setDefault(&cfg.susDur, p.sus)

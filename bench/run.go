@@ -10,6 +10,8 @@ import (
 // report is everything one run measured.
 type report struct {
 	results   []result
+	fanPub    []fanoutPublish
+	fanDrain  []fanoutDrain
 	sustained []sustainedRun
 	started   time.Time
 	delay     time.Duration // the delay scenario's Delay, for its row names
@@ -41,7 +43,7 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 	var pg *pgEnv
 	var late []System // filtered out, but closed last (they own cleanup clients)
 	preloadBatch := 1000
-	burnN, rates := cfg.burnN, cfg.rates
+	burnN, rates, fanN := cfg.burnN, cfg.rates, cfg.fanoutN
 	add := func(s System, e error) {
 		if e != nil {
 			if err == nil {
@@ -100,7 +102,7 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 		add(e.filaSystem(ctx))
 		add(e.rawSystem(ctx))
 		preloadBatch = 100
-		burnN, rates = cfg.mongoBurnN, cfg.mongoRates
+		burnN, rates, fanN = cfg.mongoBurnN, cfg.mongoRates, cfg.mongoBurnN
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -158,6 +160,20 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 				rate = min(rate, rates[0])
 			}
 			record(delayScenario(ctx, broker, s, cfg.delay, rate, cfg.latencyDur, cfg.latencyConc))
+		}
+	}
+	if cfg.wants("fanout") {
+		for _, s := range systems {
+			pubs, drains, ferr := fanoutScenario(ctx, broker, s, fanoutSettings{
+				d: cfg.enqueueDur, subs: cfg.fanoutSubs, n: fanN, drainSubs: cfg.fanoutDrainK,
+				conc: cfg.fanoutConc, limit: cfg.burnLimit, batch: preloadBatch,
+			})
+			rep.fanPub = append(rep.fanPub, pubs...)
+			rep.fanDrain = append(rep.fanDrain, drains...)
+			if ferr != nil {
+				logf("%s %s: %v", broker, s.Name(), ferr)
+				errs = append(errs, fmt.Errorf("%s fanout: %w", s.Name(), ferr))
+			}
 		}
 	}
 	if broker == "postgres" && cfg.wants("sustained") {
