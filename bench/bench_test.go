@@ -71,6 +71,64 @@ func TestScenariosOnMemory(t *testing.T) {
 	}
 }
 
+// TestFanoutOnMemory runs the fan-out scenario at a tiny size on the
+// in-memory driver (topics through the portable layer's marks): every
+// publish reaches its subscriptions, every drain finishes, the report has
+// its rows, and no subscription queue is left behind.
+func TestFanoutOnMemory(t *testing.T) {
+	ctx := context.Background()
+	s, err := newFilaSystem(ctx, "mem://bench-fanout-"+randSuffix(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	st := fanoutSettings{d: 100 * time.Millisecond, subs: []int{1, 3}, n: 200, drainSubs: 3, conc: 8, limit: 10 * time.Second, batch: 50}
+	pubs, drains, err := fanoutScenario(ctx, "memory", s, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pubs) != len(fanoutCases) || len(drains) != 1 {
+		t.Fatalf("%d publish rows and %d drain rows; want %d and 1", len(pubs), len(drains), len(fanoutCases))
+	}
+	for _, p := range pubs {
+		if p.Unsupported != "" || len(p.Publish) != 2 {
+			t.Errorf("%s: %+v", p.Case, p)
+		}
+		for _, pt := range p.Publish {
+			if pt.Publish <= 0 || pt.Enqueue <= 0 {
+				t.Errorf("%s, %d subscriptions: publish %.0f msg/s, enqueue %.0f msg/s", p.Case, pt.Subs, pt.Publish, pt.Enqueue)
+			}
+		}
+	}
+	d := drains[0]
+	if len(d.Notes) != 0 || d.Single <= 0 || d.SingleRuns[1] <= 0 || len(d.Apart) != 3 || len(d.Together) != 3 || d.ApartTotal <= 0 || d.TogetherTotal <= 0 {
+		t.Errorf("drain: %+v", d)
+	}
+	queues, err := s.client.QueueList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queues {
+		if strings.Contains(q, "-sub") {
+			t.Errorf("subscription queue %s left behind", q)
+		}
+	}
+
+	cfg, err := parseFlags([]string{"--fanout-subs", "1,3", "--scenario", "fanout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubs = append(pubs, fanoutPublish{Broker: "rabbitmq", System: "fila", Case: fanoutCases[0].label, Unsupported: "topics: unsupported"})
+	drains = append(drains, fanoutDrain{Broker: "rabbitmq", System: "fila", Unsupported: "topics: unsupported"})
+	md := (&report{started: time.Now(), fanPub: pubs, fanDrain: drains}).markdown(cfg)
+	for _, want := range []string{"| 3 subscriptions |", "| memory | fila | batch of 100, 1 goroutine |", "all at once, total",
+		"| rabbitmq | fila | single, 1 goroutine | unsupported |", "RabbitMQ publish to 5 subscriptions ≥ 0.8× enqueue (single, 1 goroutine) | unsupported"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestBodyTimeRoundTrip(t *testing.T) {
 	now := time.Now()
 	got, ok := bodyTime(makeBody(now))
@@ -108,6 +166,12 @@ func TestParseFlags(t *testing.T) {
 	}
 	if cfg, _ := parseFlags([]string{"--systems", "fila"}); cfg.named(filaLogName) {
 		t.Fatal("--systems fila asks for fila-log")
+	}
+	if _, err := parseFlags([]string{"--fanout-subs", "1,0"}); err == nil {
+		t.Fatal("--fanout-subs 0 accepted")
+	}
+	if cfg, _ := parseFlags(nil); !slices.Equal(cfg.fanoutSubs, []int{1, 5, 20}) || cfg.fanoutDrainK != 5 || cfg.fanoutConc != 100 || cfg.fanoutN != 20_000 {
+		t.Fatalf("fan-out defaults %v, %d, %d, %d; want [1 5 20], 5, 100, 20000", cfg.fanoutSubs, cfg.fanoutDrainK, cfg.fanoutConc, cfg.fanoutN)
 	}
 	if _, err := parseFlags([]string{"--sustained-phases", "some"}); err == nil {
 		t.Fatal("bad --sustained-phases accepted")
