@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"regexp"
 	"strings"
@@ -27,7 +28,9 @@ func TestStoryOnBrokers(t *testing.T) {
 			t.Parallel()
 			u := url(t)
 			var out bytes.Buffer
-			if err := run(u, &out, io.Discard); err != nil {
+			if err := run(u, &out, io.Discard); errors.Is(err, fila.ErrUnsupported) {
+				t.Skipf("the driver has no topics yet: %v", err)
+			} else if err != nil {
 				t.Fatalf("run: %v\n%s", err, out.String())
 			}
 			s := out.String()
