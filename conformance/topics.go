@@ -46,7 +46,8 @@ func publish(t *testing.T, c *fila.Client, topic string, subs int, msgs ...fila.
 	if len(r.IDs) != len(msgs) {
 		t.Fatalf("PublishBatch(%s) returned %d ids for %d messages", topic, len(r.IDs), len(msgs))
 	}
-	if subs >= 0 && r.Subscriptions != subs {
+	// -1: the driver knows only that at least one subscription got them.
+	if subs >= 0 && r.Subscriptions != subs && !(r.Subscriptions == -1 && subs > 0) {
 		t.Errorf("PublishBatch(%s) reached %d subscriptions, want %d", topic, r.Subscriptions, subs)
 	}
 	return r.IDs
