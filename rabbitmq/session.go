@@ -45,6 +45,8 @@ type session struct {
 	delays   map[string]time.Time // delay queue name -> when last declared
 	// registries holds the mark registry queues declared (see marks.go).
 	registries map[string]bool
+	// topics holds the topic exchanges declared (see topic.go).
+	topics map[string]bool
 
 	markerMu sync.Mutex
 	marker   string // the stats barrier's queue, once declared
@@ -65,6 +67,7 @@ func newSession(d *Driver, conn *amqp.Connection) *session {
 		delays:   map[string]time.Time{},
 
 		registries: map[string]bool{},
+		topics:     map[string]bool{},
 	}
 	s.pub.s = s
 	return s
@@ -350,7 +353,13 @@ type pubChan struct {
 	done     chan struct{} // closed when the returns goroutine ends
 	barrier  chan chan struct{}
 	mu       sync.Mutex
-	returned map[string]string // CorrelationId -> why it was returned
+	returned map[string]returned // CorrelationId -> its basic.return
+}
+
+// returned is what a basic.return said.
+type returned struct {
+	code uint16
+	text string
 }
 
 // reset closes the publishing channel; the next publish opens a new one.
@@ -378,7 +387,7 @@ func (p *publisher) get() (*pubChan, error) {
 		_ = ch.Close()
 		return nil, err
 	}
-	st := &pubChan{ch: ch, done: make(chan struct{}), barrier: make(chan chan struct{}), returned: map[string]string{}}
+	st := &pubChan{ch: ch, done: make(chan struct{}), barrier: make(chan chan struct{}), returned: map[string]returned{}}
 	returns := ch.NotifyReturn(make(chan amqp.Return))
 	p.s.d.wg.Add(1)
 	go st.handleReturns(p.s.d, returns)
@@ -401,7 +410,7 @@ func (st *pubChan) handleReturns(d *Driver, returns chan amqp.Return) {
 				return
 			}
 			st.mu.Lock()
-			st.returned[r.CorrelationId] = fmt.Sprintf("%s (%d)", r.ReplyText, r.ReplyCode)
+			st.returned[r.CorrelationId] = returned{code: r.ReplyCode, text: r.ReplyText}
 			st.mu.Unlock()
 		case b := <-st.barrier:
 			close(b)
@@ -414,6 +423,11 @@ type pubItem struct {
 	exchange, key string
 	msg           amqp.Publishing
 	queue         string // the Fila queue, to forget its topology on a return
+	// unroutable, when set, makes a basic.return of the message with
+	// NO_ROUTE an answer rather than an error: publish sets it to whether
+	// the message was returned so (a topic without subscriptions, see
+	// TopicPublish).
+	unroutable *bool
 }
 
 // publish sends items with publisher confirms and the mandatory flag, then
@@ -512,13 +526,18 @@ func (s *session) publishOnce(ctx context.Context, items []pubItem) ([]int, erro
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for i, k := range keys {
-		if why, ok := st.returned[k]; ok {
+		r, ok := st.returned[k]
+		if u := items[i].unroutable; u != nil && (!ok || r.code == amqp.NoRoute) {
+			*u = ok
+			continue
+		}
+		if ok {
 			if items[i].queue != "" {
 				if n, err := s.d.names(items[i].queue); err == nil {
 					s.forget(items[i].queue, n)
 				}
 			}
-			return nil, fmt.Errorf("%w: message %s to %q: %s", ErrUnroutable, items[i].msg.MessageId, items[i].key, why)
+			return nil, fmt.Errorf("%w: message %s to %q: %s (%d)", ErrUnroutable, items[i].msg.MessageId, items[i].exchange+items[i].key, r.text, r.code)
 		}
 	}
 	return nacked, nil
