@@ -205,6 +205,7 @@ func (d *Driver) scanDead(ctx context.Context, s *session, queue string, n names
 		if !ok {
 			return sc, nil
 		}
+		adopt(&dv, queue) // the broker dead-lettered a copy itself (a delivery limit)
 		sc.msgs = append(sc.msgs, dv)
 		m := decode(&dv)
 		m.RunAt = time.Time{}

@@ -23,6 +23,11 @@ const (
 	hReason    = "fila-reason"      // string: dead-letter reason
 	hDeadAt    = "fila-dead-at"     // int64: dead-letter time, Unix milliseconds
 	hDelCount  = "x-delivery-count" // set by quorum queues on redelivery
+	// hTopic (string: the topic) marks a message published to a topic's
+	// fanout exchange: every subscription queue gets the same bytes, so the
+	// copy's own id is made when a delivery is read (see adopt). It starts
+	// with "x-", so copyOf drops it from every republish.
+	hTopic = "x-fila-topic"
 )
 
 // encode builds the AMQP message for m.
@@ -72,6 +77,21 @@ func copyOf(dv *amqp.Delivery) amqp.Publishing {
 		Body:            dv.Body,
 		Headers:         h,
 	}
+}
+
+// adopt makes a delivery of a topic copy an ordinary message of queue, the
+// subscription it was read from: the id becomes CopyID(published id, queue)
+// and the marker header goes. Every place that turns a delivery into the
+// driver's own record calls it first, so receipts, settlements, republishes,
+// dead letters and stats all see the copy's id. A delivery without the
+// marker (an ordinary message, or a copy already adopted and republished)
+// is left alone.
+func adopt(dv *amqp.Delivery, queue string) {
+	if _, ok := dv.Headers[hTopic]; !ok {
+		return
+	}
+	delete(dv.Headers, hTopic)
+	dv.MessageId = backend.CopyID(dv.MessageId, queue)
 }
 
 // priorAttempts is how many deliveries dv's message had before this one:

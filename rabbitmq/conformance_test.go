@@ -36,24 +36,26 @@ func runConformance(t *testing.T, raw string) {
 			conformance.FeatureDeadByKind:  "counting dead letters by kind would need reading the whole dead queue",
 			conformance.FeatureQueueList:   "AMQP 0-9-1 has no way to list queues, and the driver does not use the management plugin",
 			conformance.FeatureMarkList:    "a mark is a queue, and AMQP 0-9-1 has no way to list queues (the driver does not use the management plugin)",
+			conformance.FeatureTopicList:   "a subscription is a binding to the topic's exchange, and AMQP 0-9-1 has no way to list bindings (the driver does not use the management plugin)",
 		},
 		RedeliveryBound: 3 * time.Second,
 		WakeupBound:     time.Second,
 	})
 }
 
-// tracker opens drivers and records the queues tests touch, so their
-// durable RabbitMQ topology can be deleted when the test ends.
+// tracker opens drivers and records the queues and topics tests touch, so
+// their durable RabbitMQ topology can be deleted when the test ends.
 type tracker struct {
 	t   testing.TB
 	raw string
 
 	mu     sync.Mutex
 	queues map[string]bool
+	topics map[string]bool
 }
 
 func newTracker(t testing.TB, raw string) *tracker {
-	tr := &tracker{t: t, raw: raw, queues: map[string]bool{}}
+	tr := &tracker{t: t, raw: raw, queues: map[string]bool{}, topics: map[string]bool{}}
 	t.Cleanup(tr.cleanup)
 	return tr
 }
@@ -76,6 +78,12 @@ func (tr *tracker) note(q string) {
 	tr.mu.Unlock()
 }
 
+func (tr *tracker) noteTopic(topic string) {
+	tr.mu.Lock()
+	tr.topics[topic] = true
+	tr.mu.Unlock()
+}
+
 func (tr *tracker) cleanup() {
 	u, _ := url.Parse(tr.raw)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -91,6 +99,11 @@ func (tr *tracker) cleanup() {
 	for q := range tr.queues {
 		if err := d.(backend.QueueDeleter).QueueDelete(ctx, q); err != nil {
 			tr.t.Logf("cleanup: delete %s: %v", q, err)
+		}
+	}
+	for topic := range tr.topics {
+		if err := rabbitmq.DeleteTopicExchange(ctx, d.(*rabbitmq.Driver), topic); err != nil {
+			tr.t.Logf("cleanup: delete topic %s: %v", topic, err)
 		}
 	}
 }
@@ -119,6 +132,17 @@ func (d *tracked) DeadImport(ctx context.Context, queue string, letters []backen
 func (d *tracked) MarkSet(ctx context.Context, queue, name string, until time.Time, onlyNew bool) (bool, error) {
 	d.tr.note(queue)
 	return d.Driver.MarkSet(ctx, queue, name, until, onlyNew)
+}
+
+func (d *tracked) TopicSubscribe(ctx context.Context, topic, queue string) error {
+	d.tr.note(queue)
+	d.tr.noteTopic(topic)
+	return d.Driver.TopicSubscribe(ctx, topic, queue)
+}
+
+func (d *tracked) TopicPublish(ctx context.Context, topic string, msgs []backend.Message) (int, error) {
+	d.tr.noteTopic(topic)
+	return d.Driver.TopicPublish(ctx, topic, msgs)
 }
 
 func (d *tracked) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {

@@ -619,6 +619,7 @@ func (p *puller) onDelivery(cs *chanState, c *consumer, dv amqp.Delivery) {
 	if p.cs != cs {
 		return // the channel died: the broker requeued it
 	}
+	adopt(&dv, p.queue)
 	e := &entry{dv: dv, cons: c}
 	tag := dv.DeliveryTag
 	cs.entries[tag] = e

@@ -59,9 +59,10 @@
 // durable quorum queue of ready messages; P.Q:dead, an exchange and
 // durable classic queue holding its dead letters; P.Q:delay:MS, classic
 // queues that hold delayed messages and expire after 10 minutes unused;
-// P.Q:mark:H, P.Q:marks and P.Q:marks:ttl for marks. The user needs
-// configure, write and read permission on these names, and read
-// permission on amq.direct (marks use it).
+// P.Q:mark:H, P.Q:marks and P.Q:marks:ttl for marks. For a topic T:
+// P.T:topic, a durable fanout exchange. The user needs configure, write
+// and read permission on these names, and read permission on amq.direct
+// (marks use it).
 //
 // # Durability
 //
@@ -103,6 +104,44 @@
 // length declares its queue (a round trip); the message is not late by
 // it, since the queue is picked again for the time left when the
 // declaration took long.
+//
+// # Topics
+//
+// The driver implements topics natively (backend.Topics). A topic T is the
+// durable fanout exchange P.T:topic, declared by the first subscribe or
+// publish; TopicSubscribe declares the subscription queue's topology as
+// its first use would and binds its main queue to the exchange, and
+// TopicUnsubscribe removes the binding (the portable layer then deletes
+// the queue). Publishing is one persistent, mandatory publish per message
+// to the exchange, confirmed as Enqueue's are: the broker makes the
+// copies, and confirms once every subscription's quorum queue has its
+// copy. A publish the broker returns unroutable (NO_ROUTE) found no
+// subscription: nothing is stored, and PublishResult.Subscriptions is 0.
+// Otherwise it is -1: RabbitMQ does not say how many queues a message went
+// to. A nacked publish is published again, which may give the
+// subscriptions that had stored it a second copy (at least once).
+//
+// The broker's copies are identical, so a topic publish carries the header
+// x-fila-topic, and the driver gives each copy its id,
+// fila.CopyID(published id, subscription queue), when it reads the
+// delivery (Receive, ReceiveDelayed, the dead-letter listing), and drops
+// the header there: from then on the copy is an ordinary message of its
+// queue, and its receipts, retries, dead letters and delay hops carry the
+// copy's id. The message's own headers are untouched.
+//
+// A delayed message reaches every subscription's main queue at once,
+// carrying its run-at, and the subscription's consumer moves its copy to
+// the subscription's delay queue, as for any message that arrives before
+// its run-at (see Delays): it is never early, a subscription made during
+// the delay does not get it, and each copy costs its subscription one
+// republish. Until a Receive on the subscription moves it, a waiting copy
+// counts as Ready in QueueStats, and ReceiveDelayed does not see it.
+//
+// A topic's subscriptions cannot be listed (TopicSubscriptions returns
+// fila.ErrUnsupported): they are bindings, which AMQP 0-9-1 cannot list.
+// Nothing deletes a topic's exchange; it is small, and deleting it by hand
+// ends every subscription (the next subscribe or publish of this driver
+// declares it again).
 //
 // # Wake-up and latency
 //
@@ -166,6 +205,8 @@
 //   - queue listing (FeatureQueueList) and mark listing (FeatureMarkList),
 //     hence MessageCancel: AMQP 0-9-1 cannot list queues and the driver
 //     does not use the management plugin. Queue pause works.
+//   - subscription listing (FeatureTopicList): AMQP 0-9-1 cannot list
+//     bindings. Topics work.
 //
 // # Errors
 //

@@ -19,8 +19,9 @@ import (
 
 // Driver is a Fila driver over one RabbitMQ connection (reconnected
 // automatically). It implements backend.Driver, DeadLetterer, StatsReader,
-// QueueDeleter, DelayedReceiver, DeadImporter, Marker, Pinger and Namer (not
-// QueueLister nor MarkLister: AMQP 0-9-1 cannot list queues). Build it with Open or New;
+// QueueDeleter, DelayedReceiver, DeadImporter, Marker, Topics, Pinger and
+// Namer (not QueueLister nor MarkLister: AMQP 0-9-1 cannot list queues; its
+// TopicSubscriptions returns ErrUnsupported). Build it with Open or New;
 // share one per process.
 type Driver struct {
 	opts   Options

@@ -235,6 +235,7 @@ func (p *puller) getDelayed(ctx context.Context, name string) (heldGet, bool, er
 	if p.cs != cs {
 		return heldGet{}, false, backend.ErrUnavailable
 	}
+	adopt(&dv, p.queue)
 	if cs.gets == nil {
 		cs.gets = &consumer{}
 	}

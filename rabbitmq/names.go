@@ -21,9 +21,12 @@ import (
 //	                mark's name, cut to fit maxNameLen (see marks.go)
 //	P.Q:marks       the registries of the marks created, without and with
 //	P.Q:marks:ttl   an expiry
+//	P.T:topic       for a topic T: a durable fanout exchange, to which the
+//	                main queues of its subscriptions are bound (topic.go)
 //
-// Fila queue names never contain ':' (they are ASCII letters, digits, '.',
-// '_' and '-'), so the names of different queues never collide.
+// Fila queue and topic names never contain ':' (they are ASCII letters,
+// digits, '.', '_' and '-'), so the names of different queues never
+// collide, and no queue's names end with ":topic".
 const (
 	deadSuffix = ":dead"
 	delayInfix = ":delay:"
