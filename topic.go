@@ -47,8 +47,18 @@ func ValidateTopicName(name string) error {
 	if len(name) > MaxTopicNameLen {
 		return invalidf("topic name %.20q… is %d bytes; the limit is %d", name, len(name), MaxTopicNameLen)
 	}
-	if err := ValidateQueueName(name); err != nil {
-		return fmt.Errorf("topic name: %w", err)
+	if name == "" {
+		return invalidf("topic name is empty")
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if i == 0 && !alnum {
+			return invalidf("topic name %q must start with a letter or digit", name)
+		}
+		if !alnum && c != '.' && c != '_' && c != '-' {
+			return invalidf("topic name %q has %q; use letters, digits, '.', '_' and '-'", name, c)
+		}
 	}
 	return nil
 }
