@@ -30,6 +30,9 @@ type fanouter interface {
 	publish(ctx context.Context, topic string, bodies [][]byte, subs int) error
 	// startQueue runs consumers on queue, as Start does on the run's queue.
 	startQueue(ctx context.Context, queue string, concurrency int, onStart func([]byte)) (Consumer, error)
+	// forgetTopic removes what the broker keeps of a topic without
+	// subscriptions (the API has no call for it).
+	forgetTopic(ctx context.Context, topic string) error
 }
 
 func (s *filaSystem) subscribe(ctx context.Context, topic, queue string) error {
@@ -38,6 +41,13 @@ func (s *filaSystem) subscribe(ctx context.Context, topic, queue string) error {
 
 func (s *filaSystem) unsubscribe(ctx context.Context, topic, queue string) error {
 	return s.client.TopicUnsubscribe(ctx, topic, queue)
+}
+
+func (s *filaSystem) forgetTopic(ctx context.Context, topic string) error {
+	if s.dropTopic == nil {
+		return nil
+	}
+	return s.dropTopic(ctx, topic)
 }
 
 func (s *filaSystem) publish(ctx context.Context, topic string, bodies [][]byte, subs int) error {
@@ -97,6 +107,11 @@ func (t *topicRun) close(ctx context.Context) error {
 	for _, q := range t.queues {
 		if err := t.f.unsubscribe(cctx, t.topic, q); err != nil {
 			errs = append(errs, fmt.Errorf("unsubscribe %s: %w", q, err))
+		}
+	}
+	if len(errs) == 0 && len(t.queues) > 0 {
+		if err := t.f.forgetTopic(cctx, t.topic); err != nil {
+			errs = append(errs, fmt.Errorf("drop topic %s: %w", t.topic, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -51,12 +51,25 @@ func (e *amqpEnv) deleteQueues(names ...string) error {
 
 func (e *amqpEnv) filaSystem(ctx context.Context) (*filaSystem, error) {
 	url := addParams(e.url, "fila_prefix="+e.prefix)
-	return newFilaSystem(ctx, url,
+	s, err := newFilaSystem(ctx, url,
 		func(_ context.Context, q string) error {
 			main := e.prefix + "." + q
 			return e.deleteQueues(main, main+":dead")
 		},
 		func(context.Context) error { return e.conn.Close() })
+	if s != nil {
+		// The driver keeps a topic's fanout exchange (P.T:topic) after its
+		// last subscription ends; the fanout scenario deletes it.
+		s.dropTopic = func(_ context.Context, topic string) error {
+			ch, err := e.conn.Channel()
+			if err != nil {
+				return err
+			}
+			defer ch.Close()
+			return ch.ExchangeDelete(e.prefix+"."+topic+":topic", false, false)
+		}
+	}
+	return s, err
 }
 
 // rawAMQP is the raw amqp091 baseline: a durable quorum queue (as Fila

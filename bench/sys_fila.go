@@ -36,6 +36,10 @@ type filaSystem struct {
 	// for brokers where deleting a queue's messages is slower than that.
 	url   string
 	fresh func(ctx context.Context) error
+	// dropTopic removes what the broker keeps of a topic once its last
+	// subscription has ended (RabbitMQ: the topic's fanout exchange); nil
+	// where nothing is left.
+	dropTopic func(ctx context.Context, topic string) error
 }
 
 func newFilaSystem(ctx context.Context, url string, teardown func(context.Context, string) error,
