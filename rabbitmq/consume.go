@@ -800,22 +800,25 @@ func (p *puller) park(cs *chanState) {
 	p.giveBack(cs, items)
 }
 
-// settleIdle is how long no Receive must have waited on a puller before a
-// settlement cancels its consumer (see quiesce). A loop that receives again
-// within it (a worker whose handlers are quicker) keeps its consumer.
+// settleIdle is how long no Receive must have waited on a puller before an
+// ack cancels its consumer (see quiesce). A loop that receives again within
+// it (a worker whose handlers are quicker) keeps its consumer.
 const settleIdle = 50 * time.Millisecond
 
 // quiesce cancels the puller's consumer before a settlement frees credit on
-// it, when no Receive waits and none has for settleIdle: the broker would
-// fill the freed credit with a message nobody asked for, which would have to
-// be given back (and RabbitMQ before 4.3 counts a give-back as a delivery).
-// Only a full consumer is cancelled (see fullLocked); the next Receive
-// starts a new one.
-func (p *puller) quiesce() {
+// it, when no Receive waits and none has for idle: the broker would fill
+// the freed credit with a message nobody asked for, which would have to be
+// given back (and RabbitMQ before 4.3 counts a give-back as a delivery).
+// Acks pass settleIdle. Retry and Dead pass 0: they are a failure path,
+// where a consumer restart costs little, and a Retry without delay frees
+// credit that would pull its own copy straight back into a buffer nobody
+// reads. Only a full consumer is cancelled (see fullLocked); the next
+// Receive starts a new one.
+func (p *puller) quiesce(idle time.Duration) {
 	p.mu.Lock()
 	cs := p.cs
 	need := cs != nil && p.waiters == 0 && !p.parking && cs.fullLocked() &&
-		!p.noWaiterSince.IsZero() && time.Since(p.noWaiterSince) >= settleIdle
+		!p.noWaiterSince.IsZero() && time.Since(p.noWaiterSince) >= idle
 	p.mu.Unlock()
 	if need {
 		p.stopIdleConsumer(cs)

@@ -74,7 +74,7 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 }
 
 func (p *puller) ack(refs []backend.Ref, idx []int, errs []error) error {
-	p.quiesce()
+	p.quiesce(settleIdle)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var cs *chanState
@@ -187,7 +187,7 @@ func (d *Driver) republish(ctx context.Context, ref backend.Ref, op string, buil
 		return s.publish(ctx, []pubItem{item})
 	}()
 	if err == nil {
-		p.quiesce()
+		p.quiesce(0)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
