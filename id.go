@@ -3,9 +3,10 @@ package fila
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"sync"
 	"time"
+
+	"github.com/fila-go/fila/internal/uuidtext"
 )
 
 var idState struct {
@@ -43,15 +44,5 @@ func newID() string {
 	b[7] = byte(counter)
 	b[8] = b[8]&0x3f | 0x80
 
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], b[10:16])
-	return string(s[:])
+	return uuidtext.Format(b)
 }

@@ -211,17 +211,9 @@ func (c *Client) Publish(ctx context.Context, topic string, m Message) (string, 
 // (and no error). UniqueFor is refused: hold the period on the subscription
 // queues' own enqueues instead.
 func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []Message) (PublishResult, error) {
-	bms, err := c.preparePublish(topic, msgs)
+	bms, native, res, err := c.preparePublish(topic, msgs)
 	if err != nil {
 		return PublishResult{}, err
-	}
-	native, err := c.topics()
-	if err != nil {
-		return PublishResult{}, err
-	}
-	res := PublishResult{IDs: make([]string, len(bms))}
-	for i := range bms {
-		res.IDs[i] = bms[i].ID
 	}
 	err = c.call(ctx, func(ctx context.Context) error {
 		if native != nil {
@@ -314,17 +306,9 @@ func copiesFor(q string, bms []backend.Message) []backend.Message {
 // drivers without transactional enqueue return ErrUnsupported. The
 // subscriptions are those of the moment PublishTx runs.
 func (c *Client) PublishTx(ctx context.Context, tx any, topic string, msgs []Message) (PublishResult, error) {
-	bms, err := c.preparePublish(topic, msgs)
+	bms, native, res, err := c.preparePublish(topic, msgs)
 	if err != nil {
 		return PublishResult{}, err
-	}
-	native, err := c.topics()
-	if err != nil {
-		return PublishResult{}, err
-	}
-	res := PublishResult{IDs: make([]string, len(bms))}
-	for i := range bms {
-		res.IDs[i] = bms[i].ID
 	}
 	if txp, ok := c.drv.(backend.TxPublisher); ok && native != nil {
 		err := c.call(ctx, func(ctx context.Context) error {
@@ -373,16 +357,31 @@ func (c *Client) PublishTx(ctx context.Context, tx any, topic string, msgs []Mes
 	return res, nil
 }
 
-func (c *Client) preparePublish(topic string, msgs []Message) ([]backend.Message, error) {
+// preparePublish validates a publish and returns its messages, the
+// driver's native topics (nil: the portable layer's) and the result with
+// the ids filled in.
+func (c *Client) preparePublish(topic string, msgs []Message) ([]backend.Message, backend.Topics, PublishResult, error) {
 	if err := ValidateTopicName(topic); err != nil {
-		return nil, err
+		return nil, nil, PublishResult{}, err
 	}
 	for i := range msgs {
 		if msgs[i].UniqueFor != 0 {
-			return nil, invalidf("a published message cannot hold a dedup key for a period (UniqueFor): the period is per queue")
+			return nil, nil, PublishResult{}, invalidf("a published message cannot hold a dedup key for a period (UniqueFor): the period is per queue")
 		}
 	}
 	// The batch rules are EnqueueBatch's; the topic's mark queue is a valid
 	// queue name that stands in for the topic.
-	return c.prepareBatch(topicMarkQueue+topic, msgs)
+	bms, err := c.prepareBatch(topicMarkQueue+topic, msgs)
+	if err != nil {
+		return nil, nil, PublishResult{}, err
+	}
+	native, err := c.topics()
+	if err != nil {
+		return nil, nil, PublishResult{}, err
+	}
+	res := PublishResult{IDs: make([]string, len(bms))}
+	for i := range bms {
+		res.IDs[i] = bms[i].ID
+	}
+	return bms, native, res, nil
 }

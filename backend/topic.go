@@ -3,7 +3,8 @@ package backend
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
+
+	"github.com/fila-go/fila/internal/uuidtext"
 )
 
 // Topics is implemented by drivers that keep topics and their subscriptions
@@ -61,35 +62,12 @@ func CopyID(id, queue string) string {
 	h.Sum(sum[:0])
 	var b [16]byte
 	copy(b[:], sum[:16])
-	if raw, ok := uuidBytes(id); ok {
+	if raw, ok := uuidtext.Parse(id); ok {
 		copy(b[0:6], raw[0:6])
 	}
 	b[6] = 0x70 | b[6]&0x0f
 	b[8] = 0x80 | b[8]&0x3f
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], b[10:16])
-	return string(s[:])
-}
-
-// uuidBytes parses a UUID in canonical text form.
-func uuidBytes(s string) ([16]byte, bool) {
-	var b [16]byte
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return b, false
-	}
-	hexs := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
-	if _, err := hex.Decode(b[:], []byte(hexs)); err != nil {
-		return b, false
-	}
-	return b, true
+	return uuidtext.Format(b)
 }
 
 // QueueBatch is one queue's messages in a MultiEnqueuer call.

@@ -3,6 +3,8 @@ package backend
 import (
 	"strings"
 	"testing"
+
+	"github.com/fila-go/fila/internal/uuidtext"
 )
 
 func TestCopyID(t *testing.T) {
@@ -21,7 +23,7 @@ func TestCopyID(t *testing.T) {
 		if len(c) != 36 || !strings.HasPrefix(c, "01a232f8-afc3-7") || !strings.ContainsAny(c[19:20], "89ab") {
 			t.Errorf("copy id %s: want a version 7 UUID starting with the original's time", c)
 		}
-		if _, ok := uuidBytes(c); !ok {
+		if _, ok := uuidtext.Parse(c); !ok {
 			t.Errorf("copy id %s does not parse as a UUID", c)
 		}
 	}
