@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -129,29 +129,39 @@ func (b *Broker) claimLocked(queue string, p backend.ReceiveParams) ([]backend.D
 		return nil, time.Time{}
 	}
 	now := b.clock.Now()
-	var ready []*msg
+	// Keep the p.Max earliest receivable messages in a bounded max-heap
+	// (the latest of them at the root): one pass over the queue, O(n log
+	// Max), instead of sorting every ready message on each claim.
+	want := max(p.Max, 1)
+	ready := make([]*msg, 0, min(want, len(q.msgs)))
 	var next time.Time
 	for _, m := range q.msgs {
 		at := m.receivableAt()
-		if !at.After(now) {
+		switch {
+		case at.After(now):
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		case len(ready) < want:
 			ready = append(ready, m)
-		} else if next.IsZero() || at.Before(next) {
-			next = at
+			siftUp(ready, len(ready)-1)
+		case claimsBefore(m, ready[0]):
+			ready[0] = m
+			siftDown(ready, 0)
 		}
 	}
 	if len(ready) == 0 {
 		return nil, next
 	}
-	sort.Slice(ready, func(i, j int) bool {
-		ai, aj := ready[i].receivableAt(), ready[j].receivableAt()
-		if !ai.Equal(aj) {
-			return ai.Before(aj)
+	slices.SortFunc(ready, func(x, y *msg) int {
+		switch {
+		case claimsBefore(x, y):
+			return -1
+		case claimsBefore(y, x):
+			return 1
 		}
-		return ready[i].seq < ready[j].seq
+		return 0
 	})
-	if len(ready) > p.Max {
-		ready = ready[:p.Max]
-	}
 	out := make([]backend.Delivery, len(ready))
 	for i, m := range ready {
 		b.tokens++
@@ -161,6 +171,45 @@ func (b *Broker) claimLocked(queue string, p backend.ReceiveParams) ([]backend.D
 		out[i] = m.delivery()
 	}
 	return out, time.Time{}
+}
+
+// claimsBefore reports whether a is claimed before b: oldest receivable
+// first, then in enqueue order.
+func claimsBefore(a, b *msg) bool {
+	ai, bi := a.receivableAt(), b.receivableAt()
+	if !ai.Equal(bi) {
+		return ai.Before(bi)
+	}
+	return a.seq < b.seq
+}
+
+// siftUp and siftDown keep h a heap whose root is claimed last.
+func siftUp(h []*msg, i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !claimsBefore(h[parent], h[i]) {
+			return
+		}
+		h[parent], h[i] = h[i], h[parent]
+		i = parent
+	}
+}
+
+func siftDown(h []*msg, i int) {
+	for {
+		last, l := i, 2*i+1
+		if l < len(h) && claimsBefore(h[last], h[l]) {
+			last = l
+		}
+		if r := l + 1; r < len(h) && claimsBefore(h[last], h[r]) {
+			last = r
+		}
+		if last == i {
+			return
+		}
+		h[i], h[last] = h[last], h[i]
+		i = last
+	}
 }
 
 func (m *msg) delivery() backend.Delivery {
