@@ -249,7 +249,10 @@ func TestNackExhaustedGoesToDeadLetters(t *testing.T) {
 func TestLeaseKeptWhileHandlerRuns(t *testing.T) {
 	onBrokers(t, func(t *testing.T, e *env) {
 		topic := e.topic("lease")
-		const lease = 500 * time.Millisecond
+		// Long enough for the slowest broker here to answer an extend
+		// within it (FerretDB under load stalls for a second or more);
+		// the heartbeat then extends at a third of it.
+		const lease = 2 * time.Second
 		cfg := filawatermill.SubscriberConfig{Lease: lease}
 		slow := e.subscriber(t, cfg)
 		slowCh := e.subscribe(t, slow, context.Background(), topic)

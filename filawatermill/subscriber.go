@@ -457,7 +457,8 @@ func (s *Subscriber) release(d *fila.Delivery, hb *heartbeat, logger watermill.L
 }
 
 // heartbeat extends the leases of a batch's unsettled deliveries every
-// third of the lease, and cancels a handed-out message's context with
+// third of the lease (each extend may take until its lease's deadline), and
+// cancels a handed-out message's context with
 // fila.ErrLeaseLost when its lease was lost anyway.
 type heartbeat struct {
 	mu      sync.Mutex
@@ -490,7 +491,11 @@ func (s *Subscriber) heartbeat(ds []*fila.Delivery, logger watermill.LoggerAdapt
 			}
 			hb.mu.Unlock()
 			for _, d := range todo {
-				ctx, cancel := context.WithTimeout(context.Background(), lease/3)
+				// An extend may take until the lease it extends ends: a
+				// broker slow to answer (a loaded FerretDB stalls for
+				// seconds) then still keeps the message, where a budget
+				// of a third of the lease would give it up.
+				ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(d.Deadline()), lease/3))
 				err := d.Extend(ctx, lease)
 				cancel()
 				if err == nil {
