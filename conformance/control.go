@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -221,14 +222,19 @@ func (s *suite) testCancelRace(t *testing.T) {
 	if !s.has(FeatureConcurrentClaims) {
 		receivers = 1 // competing receivers would race each other, not the cancels
 	}
+	// The receivers run until every message is accounted for (handled, or
+	// dead-lettered by a claim), not until an idle spell: a slow broker
+	// then fails nothing but the test's overall deadline.
+	rctx, stopReceivers := context.WithCancel(ctx)
+	defer stopReceivers()
 	for range receivers {
 		c := s.client(t, fila.WithControlInterval(controlInterval))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				ds, err := c.Receive(ctxTimeout(t, 3*time.Second), q, fila.ReceiveParams{Max: 5, Lease: time.Minute})
-				if errors.Is(err, fila.ErrClosed) || err != nil {
+				ds, err := c.Receive(rctx, q, fila.ReceiveParams{Max: 5, Lease: time.Minute})
+				if err != nil {
 					return
 				}
 				for _, d := range ds {
@@ -247,6 +253,19 @@ func (s *suite) testCancelRace(t *testing.T) {
 			t.Errorf("MessageCancel: %v", err)
 		}
 	}
+	for ctx.Err() == nil {
+		mu.Lock()
+		h := len(handled)
+		mu.Unlock()
+		if h+len(deadReasons(t, admin, q)) >= n {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	stopReceivers()
 	wg.Wait()
 	reasons := deadReasons(t, admin, q)
 	for _, id := range ids {

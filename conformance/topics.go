@@ -116,7 +116,9 @@ func (s *suite) testTopicSubscriptionsIndependent(t *testing.T) {
 	ctx := ctxTimeout(t, 60*time.Second)
 	byKind := map[string]*fila.Delivery{}
 	for len(byKind) < 3 {
-		ds, err := c.Receive(ctx, a, fila.ReceiveParams{Max: 3, Lease: s.h.Lease})
+		// A long lease, so that a slow broker does not end the leases
+		// settled below; "expire" gets the short one after.
+		ds, err := c.Receive(ctx, a, fila.ReceiveParams{Max: 3, Lease: time.Minute})
 		if err != nil {
 			t.Fatalf("Receive(%s): %v", a, err)
 		}
@@ -130,7 +132,10 @@ func (s *suite) testTopicSubscriptionsIndependent(t *testing.T) {
 	if err := byKind["dead"].Dead(ctx, "poison in a"); err != nil {
 		t.Fatalf("Dead: %v", err)
 	}
-	// "expire" is left to its lease.
+	// "expire" is left to a short lease.
+	if err := byKind["expire"].Extend(ctx, s.h.Lease); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
 
 	// b sees each message once, at attempt 1, and nothing after acking.
 	got := drain(t, c, b, 3, 30*time.Second)
