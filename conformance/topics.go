@@ -246,7 +246,23 @@ func (s *suite) testTopicSubscribeWhilePublishing(t *testing.T) {
 			time.Sleep(2 * time.Millisecond) // a few hundred a second: enough to cross both changes
 		}
 	}()
-	pause := func() { time.Sleep(300 * time.Millisecond) } // let the publisher run
+	// pause lets the publisher run: until it has published three more
+	// messages (on a slow broker that takes longer than on a fast one),
+	// so that publishes cross each change.
+	pause := func() {
+		mu.Lock()
+		from := len(ids)
+		mu.Unlock()
+		for ctx.Err() == nil {
+			mu.Lock()
+			n, failed := len(ids), pubErr != nil
+			mu.Unlock()
+			if n >= from+3 || failed {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	pause()
 	subAt := time.Now()
 	if err := admin.TopicSubscribe(ctx, topic, late); err != nil {
@@ -295,8 +311,8 @@ func (s *suite) testTopicSubscribeWhilePublishing(t *testing.T) {
 			t.Errorf("the subscription that stayed lacks message %d", i)
 		}
 	}
-	if total < 3 {
-		t.Errorf("the publisher published only %d messages in about a second", total)
+	if total < 9 {
+		t.Errorf("the publisher published only %d messages across the three pauses", total)
 	}
 }
 
