@@ -12,6 +12,15 @@ import (
 // ackBatchMax is the most deliveries one batched ack carries.
 const ackBatchMax = 100
 
+// acksPerSlot is how many acks per unit of a queue's concurrency may be in
+// flight (queued or being acked). With one per slot, a job that finished
+// while the previous ack was still on its way waited for it, keeping its
+// slot, so at concurrency 1 the next Receive did too: the ack's round trip
+// and the next receive's ran one after the other. Four lets them overlap and
+// lets acks gather into larger batches (BENCHMARKS.md, "History": Redis and
+// PostgreSQL burn-down at concurrency 1 and 10).
+const acksPerSlot = 4
+
 // pendingAck is a finished job whose handler succeeded, waiting for its ack.
 type pendingAck struct {
 	d   *fila.Delivery
@@ -23,10 +32,11 @@ type pendingAck struct {
 // delivery over when its handler returns nil and frees its slot at once; the
 // acker gathers the acks that arrive close together (all it can take without
 // waiting, up to ackBatchMax), acks them with one Client.AckBatch, and only
-// then reports each job's end (log, OnJobEnd). At most concurrency acks are
-// in flight (queued or being acked): a job whose hand-over would exceed that
-// waits, keeping its slot. So a queue holds at most twice its concurrency of
-// leases: its running jobs' and its acks in flight.
+// then reports each job's end (log, OnJobEnd). At most acksPerSlot times the
+// concurrency of acks are in flight (queued or being acked): a job whose
+// hand-over would exceed that waits, keeping its slot. So a queue holds at
+// most 1+acksPerSlot times its concurrency of leases: its running jobs' and
+// its acks in flight.
 type acker struct {
 	w        *Worker
 	base     context.Context // values for the ack calls; never cancelled
@@ -36,7 +46,7 @@ type acker struct {
 }
 
 func newAcker(w *Worker, base context.Context, concurrency int) *acker {
-	n := max(concurrency, 1)
+	n := acksPerSlot * max(concurrency, 1)
 	a := &acker{w: w, base: context.WithoutCancel(base), ch: make(chan pendingAck, n), inflight: make(chan struct{}, n)}
 	a.done.Add(1)
 	go a.loop()

@@ -69,10 +69,12 @@
 // Each queue has its own concurrency limit (QueueConfig.Concurrency). The
 // worker asks Receive for at most as many messages as it has free slots, so
 // no message waits leased while no goroutine can run it. A finished job's
-// slot is free while its ack is in flight, and a queue has at most its
-// concurrency of acks in flight (a job whose hand-over would exceed that
-// waits, keeping its slot), so a queue holds at most twice its concurrency
-// of leases: its running jobs' and its acks in flight.
+// slot is free while its ack is in flight, and a queue has at most four
+// times its concurrency of acks in flight (a job whose hand-over would
+// exceed that waits, keeping its slot), so a queue holds at most five times
+// its concurrency of leases: its running jobs' and its acks in flight. Acks
+// in flight are gathered into batches: one AckBatch settles all that
+// arrived while the previous one was on its way.
 //
 // # Shutdown
 //

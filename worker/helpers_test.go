@@ -351,6 +351,8 @@ type hookDriver struct {
 	afterReceive func(queue string, ds []backend.Delivery)
 	// settled, when set, runs after each successful Ack, Retry or Dead.
 	settled func(queue string)
+	// beforeAck, when set, runs before each Ack.
+	beforeAck func(ctx context.Context)
 }
 
 func (h *hookDriver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
@@ -362,6 +364,9 @@ func (h *hookDriver) Receive(ctx context.Context, queue string, p backend.Receiv
 }
 
 func (h *hookDriver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
+	if h.beforeAck != nil {
+		h.beforeAck(ctx)
+	}
 	errs, err := h.Driver.Ack(ctx, refs)
 	if err == nil && h.settled != nil {
 		for i, e := range errs {
