@@ -32,6 +32,7 @@ type config struct {
 
 	enqueueDur   time.Duration
 	burnN        int
+	burnPerSlot  int
 	mongoBurnN   int
 	mongoRates   []float64
 	burnLimit    time.Duration
@@ -110,6 +111,8 @@ func parseFlags(args []string) (config, error) {
 	preset := fs.String("preset", "quick", "quick (all brokers in ~15 min) or full (the sizes of issue 11)")
 	fs.DurationVar(&cfg.enqueueDur, "enqueue-duration", 0, "time per enqueue measurement (quick 3s, full 10s)")
 	fs.IntVar(&cfg.burnN, "burn-n", 0, "messages preloaded per burn-down (quick 5000, full 100000)")
+	fs.IntVar(&cfg.burnPerSlot, "burn-per-slot", 300, "at least this many messages per worker slot in a burn-down (so at c=100 at least 30,000): "+
+		"a shorter drain measures the consumers' start; not on MongoDB/FerretDB")
 	fs.DurationVar(&cfg.burnLimit, "burn-limit", 0, "longest drain per burn-down; the rate is then done/limit (quick 15s, full 3m)")
 	fs.IntVar(&cfg.mongoBurnN, "mongo-burn-n", 0, "messages preloaded per burn-down on MongoDB/FerretDB (quick 300, full 3000)")
 	mongoRates := fs.String("mongo-rates", "20,50", "offered rates (msg/s) of the latency scenario on MongoDB/FerretDB, which is far slower")

@@ -16,10 +16,10 @@ func (r *report) markdown(cfg config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Results (%s, GOMAXPROCS %d, run took %v)\n\n", r.started.UTC().Format("2006-01-02 15:04 MST"),
 		runtime.GOMAXPROCS(0), r.took.Round(time.Second))
-	fmt.Fprintf(&b, "Settings: enqueue %v per case; burn-down %d preloaded, concurrency %v, limit %v; "+
+	fmt.Fprintf(&b, "Settings: enqueue %v per case; burn-down %d preloaded (at least %d per slot), concurrency %v, limit %v; "+
 		"latency %v per rate at %v msg/s, concurrency %d; delay %v at %.0f msg/s; sustained %.0f msg/s for %v per phase. "+
 		"MongoDB (FerretDB): %d preloaded, rates %v msg/s.\n\n",
-		cfg.enqueueDur, cfg.burnN, cfg.burnConcs, cfg.burnLimit, cfg.latencyDur, cfg.rates, cfg.latencyConc, cfg.delay, cfg.delayRate, cfg.susRate, cfg.susDur,
+		cfg.enqueueDur, cfg.burnN, cfg.burnPerSlot, cfg.burnConcs, cfg.burnLimit, cfg.latencyDur, cfg.rates, cfg.latencyConc, cfg.delay, cfg.delayRate, cfg.susRate, cfg.susDur,
 		cfg.mongoBurnN, cfg.mongoRates)
 	b.WriteString("Ratios are Fila's advantage: ×1.50 means Fila is 1.5 times better than that baseline " +
 		"(higher throughput, or lower latency); ×0.70 means Fila reaches 70% of it.\n\n")

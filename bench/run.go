@@ -141,8 +141,12 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 	// from elsewhere then lands on both sides less often.
 	if cfg.wants("burn-down") {
 		for _, c := range cfg.burnConcs {
+			n := burnN
+			if broker != "mongo" {
+				n = max(n, cfg.burnPerSlot*c)
+			}
 			for _, s := range systems {
-				record(burnDownScenario(ctx, broker, s, burnN, []int{c}, cfg.burnLimit, preloadBatch))
+				record(burnDownScenario(ctx, broker, s, n, []int{c}, cfg.burnLimit, preloadBatch))
 			}
 		}
 	}
