@@ -17,8 +17,8 @@ const ackBatchMax = 100
 // while the previous ack was still on its way waited for it, keeping its
 // slot, so at concurrency 1 the next Receive did too: the ack's round trip
 // and the next receive's ran one after the other. Four lets them overlap and
-// lets acks gather into larger batches (BENCHMARKS.md, "History": Redis and
-// PostgreSQL burn-down at concurrency 1 and 10).
+// lets acks gather into larger batches (BENCHMARKS.md, "History": Redis
+// burn-down at concurrency 1 and 10).
 const acksPerSlot = 4
 
 // pendingAck is a finished job whose handler succeeded, waiting for its ack.
