@@ -33,14 +33,14 @@ type broker struct {
 	listsSubscriptions bool
 }
 
-var brokers = []broker{
-	{"memory", func(testing.TB) string { return "mem://filapubsub-" + unique() }, true},
-	{"postgres", func(tb testing.TB) string { return testenv.PostgresURL(tb) + "&fila_migrate=true" }, true},
-	{"postgres-log", func(tb testing.TB) string { return testenv.PostgresURL(tb) + "&fila_migrate=true&fila_mode=log" }, true},
-	{"redis", testenv.RedisURL, true},
-	{"rabbitmq", testenv.RabbitMQURL, false},
-	{"mongo", testenv.MongoURL, true},
-}
+// brokers are the in-memory broker and every real one (testenv.Targets).
+var brokers = func() []broker {
+	bs := []broker{{"memory", func(testing.TB) string { return "mem://filapubsub-" + unique() }, true}}
+	for _, t := range testenv.Targets() {
+		bs = append(bs, broker{t.Name, t.URL, t.Name != "rabbitmq"})
+	}
+	return bs
+}()
 
 // unique returns a random name part, so that runs side by side (and the
 // other users of the shared brokers) never share a queue or a topic.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -38,49 +37,38 @@ type broker struct {
 	suitePrefetch int
 }
 
-// brokers are every broker and mode the tests run on. PostgreSQL runs in
-// its default (skip-locked) mode and in its log mode. Redis gets a pool
-// large enough for the suite's many queues blocked at once (a blocked
-// Receive holds a pooled connection per queue).
-var brokers = []broker{
-	{name: "memory", url: func(testing.TB) string { return "mem://filawatermill-" + randomHex(4) }},
-	{name: "postgres", url: func(tb testing.TB) string {
-		return withParams(tb, testenv.PostgresURL(tb), "fila_migrate", "true")
-	}},
-	{name: "postgres-log", url: func(tb testing.TB) string {
-		return withParams(tb, testenv.PostgresURL(tb), "fila_migrate", "true", "fila_mode", "log")
-	}},
-	{name: "redis", url: func(tb testing.TB) string { return withParams(tb, testenv.RedisURL(tb), "pool_size", "200") }},
-	{name: "rabbitmq", url: testenv.RabbitMQURL},
-	// FerretDB (this repository's stand-in for MongoDB) serializes its
-	// writes, and the suite's concurrent tests make every claim wait: with
-	// Prefetch 10 one claim takes ten messages, which makes the suite fit
-	// the CI budget there and runs the suite on the prefetch path too. With
-	// the default of 1 it passes as well (README.md has both timings);
-	// FILAWATERMILL_MONGO_PREFETCH overrides it.
-	{name: "mongo", url: testenv.MongoURL, suitePrefetch: mongoPrefetch()},
-}
+// brokers are every broker and mode the tests run on: the in-memory
+// broker and testenv.Targets (PostgreSQL in its default, skip-locked, mode
+// and in its log mode). Redis gets a pool large enough for the suite's many
+// queues blocked at once (a blocked Receive holds a pooled connection per
+// queue).
+//
+// FerretDB (this repository's stand-in for MongoDB) serializes its writes,
+// and the suite's concurrent tests make every claim wait: with Prefetch 10
+// one claim takes ten messages, which makes the suite fit the CI budget there
+// and runs the suite on the prefetch path too. With the default of 1 it
+// passes as well (README.md has both timings); FILAWATERMILL_MONGO_PREFETCH
+// overrides it.
+var brokers = func() []broker {
+	bs := []broker{{name: "memory", url: func(testing.TB) string { return "mem://filawatermill-" + randomHex(4) }}}
+	for _, t := range testenv.Targets() {
+		b := broker{name: t.Name, url: t.URL}
+		switch t.Name {
+		case "redis":
+			b.url = func(tb testing.TB) string { return testenv.WithParams(tb, t.URL(tb), "pool_size", "200") }
+		case "mongo":
+			b.suitePrefetch = mongoPrefetch()
+		}
+		bs = append(bs, b)
+	}
+	return bs
+}()
 
 func mongoPrefetch() int {
 	if n, err := strconv.Atoi(os.Getenv("FILAWATERMILL_MONGO_PREFETCH")); err == nil {
 		return n
 	}
 	return 10
-}
-
-// withParams adds query parameters (name, value pairs) to rawURL.
-func withParams(tb testing.TB, rawURL string, kv ...string) string {
-	tb.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		tb.Fatalf("bad test URL %s: %v", fila.Redact(rawURL), err)
-	}
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 func randomHex(n int) string {

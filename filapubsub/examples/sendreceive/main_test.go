@@ -15,13 +15,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // The program tells the same story on every real broker.
 func TestOnBrokers(t *testing.T) {
-	for name, url := range map[string]func(testing.TB) string{
-		"postgres":     func(tb testing.TB) string { return testenv.PostgresURL(tb) + "&fila_migrate=true" },
-		"postgres-log": func(tb testing.TB) string { return testenv.PostgresURL(tb) + "&fila_migrate=true&fila_mode=log" },
-		"redis":        testenv.RedisURL,
-		"rabbitmq":     testenv.RabbitMQURL,
-		"mongo":        testenv.MongoURL,
-	} {
+	for _, b := range testenv.Targets() {
+		name, url := b.Name, b.URL
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

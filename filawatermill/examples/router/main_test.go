@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -16,18 +15,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // The story ends the same on every real broker, PostgreSQL in both of its
 // modes.
 func TestStoryOnBrokers(t *testing.T) {
-	for name, rawURL := range map[string]func(testing.TB) string{
-		"postgres": func(tb testing.TB) string { return withParams(tb, testenv.PostgresURL(tb), "fila_migrate=true") },
-		"postgres-log": func(tb testing.TB) string {
-			return withParams(tb, testenv.PostgresURL(tb), "fila_migrate=true&fila_mode=log")
-		},
-		"redis":    testenv.RedisURL,
-		"rabbitmq": testenv.RabbitMQURL,
-		"mongo":    testenv.MongoURL,
-	} {
-		t.Run(name, func(t *testing.T) {
+	for _, b := range testenv.Targets() {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			u := rawURL(t)
+			u := b.URL(t)
 			var out bytes.Buffer
 			if err := run(u, &out, io.Discard); err != nil {
 				t.Fatalf("run: %v\n%s", err, out.String())
@@ -51,17 +42,4 @@ router stopped
 			}
 		})
 	}
-}
-
-// withParams adds a query string to rawURL.
-func withParams(tb testing.TB, rawURL, query string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		tb.Fatalf("bad URL %s: %v", fila.Redact(rawURL), err)
-	}
-	if u.RawQuery != "" {
-		u.RawQuery += "&"
-	}
-	u.RawQuery += query
-	return u.String()
 }
