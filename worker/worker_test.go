@@ -590,7 +590,7 @@ func testConcurrency(t *testing.T, base *fila.Client) {
 		},
 		settled: func(q string) { leased[q].add(-1) },
 		beforeAck: func(ctx context.Context) {
-			limit := time.NewTimer(2 * time.Second)
+			limit := time.NewTimer(5 * time.Second)
 			defer limit.Stop()
 			select {
 			case <-full:
@@ -613,6 +613,9 @@ func testConcurrency(t *testing.T, base *fila.Client) {
 	var rec recorder
 	cfg := fastConfig(qa, limits[qa])
 	cfg.Queues[qb] = worker.QueueConfig{Concurrency: limits[qb]}
+	// Held acks are not extended (their jobs ended): the lease outlasts the
+	// longest hold, or a slow broker's leases would expire meanwhile.
+	cfg.Lease = 30 * time.Second
 	rec.hook(&cfg)
 	start(t, c, cfg, func(w *worker.Worker) {
 		w.HandleFunc("job", func(ctx context.Context, d *fila.Delivery) error {
