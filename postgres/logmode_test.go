@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,84 @@ func waitRotations(t *testing.T, pool *pgxpool.Pool, schema string, n int) {
 			last = cur
 			n--
 		}
+	}
+}
+
+// rotateNow runs one rotation step by hand (the driver's own rotation is
+// never due in these tests): the copy of the oldest generation, or its
+// TRUNCATE. It returns the step's outcome.
+func rotateNow(t *testing.T, pool *pgxpool.Pool, schema, step string) string {
+	t.Helper()
+	sql := fmt.Sprintf(`SELECT %s.log_rotate_copy(0)`, schema)
+	if step == "truncate" {
+		sql = fmt.Sprintf(`SELECT %s.log_rotate_truncate(50)`, schema)
+	}
+	var res string
+	if err := pool.QueryRow(context.Background(), sql).Scan(&res); err != nil {
+		t.Fatalf("rotation %s: %v", step, err)
+	}
+	return res
+}
+
+// TestLogLateCommitSurvivesQueueDelete: a message enqueued in a
+// transaction that commits after rotation copied its generation is not
+// lost when the generation is emptied, even if rows of another queue were
+// deleted from that generation in between. Rotation used to compare row
+// counts: one row deleted and one committed looked like no change.
+func TestLogLateCommitSurvivesQueueDelete(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	if _, err := c.Enqueue(ctx, "victim", fila.Message{Kind: "k", Body: []byte("deleted")}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	ids, err := c.EnqueueTx(ctx, tx, "late", []fila.Message{{Kind: "k", Body: []byte("late")}})
+	if err != nil {
+		t.Fatalf("EnqueueTx: %v", err)
+	}
+	gen := logState(t, pool, schema)
+	// Two rotations make the transaction's generation the oldest.
+	for i := 0; i < 2; i++ {
+		if res := rotateNow(t, pool, schema, "copy"); !strings.HasPrefix(res, "copied ") {
+			t.Fatalf("copy %d: %s", i, res)
+		}
+		if res := rotateNow(t, pool, schema, "truncate"); res != "rotated" {
+			t.Fatalf("truncate %d: %s", i, res)
+		}
+	}
+	if oldest := (logState(t, pool, schema) + 1) % 3; oldest != gen {
+		t.Fatalf("the oldest generation is %d, want the transaction's %d", oldest, gen)
+	}
+	// The copy cannot see the uncommitted message.
+	if res := rotateNow(t, pool, schema, "copy"); !strings.HasPrefix(res, "copied ") {
+		t.Fatalf("copy: %s", res)
+	}
+	if err := c.QueueDelete(ctx, "victim", fila.QueueDeleteParams{Force: true}); err != nil {
+		t.Fatalf("QueueDelete: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	// Rotation goes on until the generation is emptied.
+	for i := 0; rotateNow(t, pool, schema, "truncate") != "rotated"; i++ {
+		if i == 5 {
+			t.Fatal("the oldest generation was never emptied")
+		}
+		if res := rotateNow(t, pool, schema, "copy"); !strings.HasPrefix(res, "copied ") {
+			t.Fatalf("copy: %s", res)
+		}
+	}
+	d := receiveOneLog(t, c, "late", 5*time.Second)
+	if d.ID != ids[0] || string(d.Body) != "late" {
+		t.Fatalf("received %s %q, want the late message %s", d.ID, d.Body, ids[0])
 	}
 }
 
