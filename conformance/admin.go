@@ -112,7 +112,7 @@ func (s *suite) testDeadLetters(t *testing.T) {
 	if err != nil || len(page.Letters) != 0 {
 		t.Errorf("DeadList after purge: %d letters, %v", len(page.Letters), err)
 	}
-	expectNone(t, c, q, time.Second, "after purge")
+	s.expectNone(t, c, q, time.Second, "after purge")
 }
 
 // testStats: counts are exact on a quiescent queue (contract: stats).

@@ -158,7 +158,7 @@ func (s *suite) testIsolation(t *testing.T) {
 	c := s.client(t)
 	qa, qb := s.queue(t), s.queue(t)
 	id := enqueue(t, c, qa, fila.Message{Kind: "isolated"})
-	expectNone(t, c, qb, time.Second, "receive from another queue")
+	s.expectNone(t, c, qb, time.Second, "receive from another queue")
 	d := receiveOne(t, c, qa, time.Minute, 10*time.Second)
 	if d.ID != id {
 		t.Errorf("received %s from %s, want %s", d.ID, qa, id)
@@ -223,7 +223,7 @@ func (s *suite) testBatches(t *testing.T) {
 	if biggest < 2 {
 		t.Errorf("Receive(Max 40) never returned more than %d deliveries with %d messages ready", biggest, n)
 	}
-	expectNone(t, c, q, 1500*time.Millisecond, "after acking the whole batch")
+	s.expectNone(t, c, q, 1500*time.Millisecond, "after acking the whole batch")
 }
 
 // testBadBatch: a batch with one invalid message stores nothing (contract: batches, bad-input).
@@ -252,7 +252,7 @@ func (s *suite) expectEmpty(t *testing.T, c *fila.Client, q string) {
 			t.Errorf("queue should be empty, stats say %+v", st)
 		}
 	}
-	expectNone(t, c, q, time.Second, "queue should be empty")
+	s.expectNone(t, c, q, time.Second, "queue should be empty")
 }
 
 // testBadInput: invalid arguments return typed errors and store nothing

@@ -99,7 +99,7 @@ func (s *suite) testPause(t *testing.T) {
 		case <-time.After(time.Second):
 		}
 	}
-	expectNone(t, s.client(t, fila.WithControlInterval(controlInterval)), q, time.Second, "a fresh client on a paused queue")
+	s.expectNone(t, s.client(t, fila.WithControlInterval(controlInterval)), q, time.Second, "a fresh client on a paused queue")
 	if err := admin.QueueResume(ctx, q); err != nil {
 		t.Fatalf("QueueResume: %v", err)
 	}
@@ -112,10 +112,10 @@ func (s *suite) testPause(t *testing.T) {
 			if r.err != nil || len(r.ds) != 1 || r.ds[0].ID != during {
 				t.Fatalf("after QueueResume the waiting receiver got %d deliveries, %v; want %s", len(r.ds), r.err, during)
 			}
-		case <-time.After(2*controlInterval + s.h.WakeupBound + s.h.RedeliveryBound):
+		case <-time.After(2*controlInterval + s.afterNone()):
 			t.Fatalf("the waiting receiver got nothing after QueueResume")
 		}
-	} else if got := receiveOne(t, c, q, time.Minute, 2*controlInterval+s.h.WakeupBound+s.h.RedeliveryBound); got.ID != during {
+	} else if got := receiveOne(t, c, q, time.Minute, 2*controlInterval+s.afterNone()); got.ID != during {
 		t.Fatalf("after QueueResume received %s, want %s", got.ID, during)
 	}
 	if err := admin.QueueResume(ctx, q); err != nil {
@@ -150,7 +150,7 @@ func (s *suite) testMessageCancel(t *testing.T) {
 		t.Fatalf("received %s (kind %s), want only %s: a cancelled message was handed out", d.ID, d.Kind, keep)
 	}
 	// The delayed one comes due and is dead-lettered, not handed out.
-	expectNone(t, c, q, time.Second+s.h.RedeliveryBound, "a cancelled delayed message after its run-at")
+	s.expectNone(t, c, q, time.Second+s.h.RedeliveryBound, "a cancelled delayed message after its run-at")
 
 	// A leased message: its holder hears of the cancel, and Retry
 	// dead-letters it.
@@ -168,7 +168,7 @@ func (s *suite) testMessageCancel(t *testing.T) {
 		t.Fatalf("the holder's Delivery.Cancelled did not close after MessageCancel")
 	}
 	wantErr(t, "Retry of a cancelled delivery", d.Retry(ctx, 0, "boom"), fila.ErrCancelled)
-	expectNone(t, c, q, s.h.RedeliveryBound, "a cancelled message after its Retry")
+	s.expectNone(t, c, q, s.h.RedeliveryBound, "a cancelled message after its Retry")
 	reasons := deadReasons(t, admin, q)
 	for _, id := range []string{ready, delayed, keep} {
 		if reasons[id] != fila.ReasonCancelled {
@@ -187,7 +187,7 @@ func (s *suite) testMessageCancel(t *testing.T) {
 	if err := d.Ack(ctx); err != nil {
 		t.Errorf("Ack of a delivery cancelled while leased: %v", err)
 	}
-	expectNone(t, c, q, s.h.RedeliveryBound, "an acked message cancelled while leased")
+	s.expectNone(t, c, q, s.h.RedeliveryBound, "an acked message cancelled while leased")
 }
 
 // testCancelRace: cancels racing receivers: every message ends once,

@@ -16,7 +16,7 @@ func (s *suite) testVisibility(t *testing.T) {
 	if d.ID != id {
 		t.Fatalf("received %s, want %s", d.ID, id)
 	}
-	expectNone(t, b, q, s.h.Lease+s.h.RedeliveryBound, "another consumer while the lease is current")
+	s.expectNone(t, b, q, s.h.Lease+s.h.RedeliveryBound, "another consumer while the lease is current")
 	if err := d.Ack(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Errorf("Ack: %v", err)
 	}
@@ -75,7 +75,7 @@ func (s *suite) testShortLeaseDoesNotSteal(t *testing.T) {
 	if d.Attempt != 2 {
 		t.Errorf("takeover attempt %d, want 2", d.Attempt)
 	}
-	expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "the long-leased message must stay with its holder")
+	s.expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "the long-leased message must stay with its holder")
 	ctx := ctxTimeout(t, 10*time.Second)
 	if err := dl.Ack(ctx); err != nil {
 		t.Errorf("Ack of the long lease: %v", err)
@@ -101,7 +101,7 @@ func (s *suite) testExtend(t *testing.T) {
 	if nd := d.Deadline(); !nd.After(old.Add(ext / 2)) {
 		t.Errorf("deadline after Extend(%v) is %v, was %v", ext, nd, old)
 	}
-	expectNone(t, b, q, s.h.Lease+s.h.RedeliveryBound, "after Extend, past the original deadline")
+	s.expectNone(t, b, q, s.h.Lease+s.h.RedeliveryBound, "after Extend, past the original deadline")
 	if err := d.Ack(ctx); err != nil {
 		t.Errorf("Ack within the extended lease: %v", err)
 	}
@@ -179,7 +179,7 @@ func (s *suite) testStaleReceipts(t *testing.T) {
 			}
 		}
 	}
-	expectNone(t, b, q, s.h.Lease+s.h.RedeliveryBound, "after the new holder acked everything")
+	s.expectNone(t, b, q, s.h.Lease+s.h.RedeliveryBound, "after the new holder acked everything")
 }
 
 func mapValues(m map[string]*fila.Delivery) []*fila.Delivery {
@@ -222,5 +222,5 @@ func (s *suite) testAckIsFinal(t *testing.T) {
 	if err := d.Ack(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Fatalf("Ack: %v", err)
 	}
-	expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "after Ack, past the old lease deadline")
+	s.expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "after Ack, past the old lease deadline")
 }

@@ -221,7 +221,7 @@ func (s *suite) limitsOfTime(t *testing.T, ctx context.Context, c *fila.Client) 
 			t.Errorf("stats after two messages at MaxDelay: %+v, %v; want 2 delayed", st, err)
 		}
 	}
-	expectNone(t, c, q, 500*time.Millisecond, "messages delayed by MaxDelay")
+	s.expectNone(t, c, q, 500*time.Millisecond, "messages delayed by MaxDelay")
 	if err := c.QueueDelete(ctx, q, fila.QueueDeleteParams{Force: true}); err != nil && !errors.Is(err, fila.ErrUnsupported) {
 		t.Errorf("QueueDelete: %v", err)
 	}

@@ -66,7 +66,7 @@ func (s *suite) testCarriedAttempts(t *testing.T) {
 	}
 	// Receiving again claims the exhausted one, if it was not claimed yet,
 	// and dead-letters it.
-	expectNone(t, c, q, time.Second, "a message enqueued with its attempts used up")
+	s.expectNone(t, c, q, time.Second, "a message enqueued with its attempts used up")
 	if s.has(FeatureDeadLetters) {
 		if l := s.findDead(t, c, q, exhausted.ID); l != nil && (l.Reason != fila.ReasonMaxAttempts || l.Attempts != 3) {
 			t.Errorf("dead letter reason %q attempts %d, want %q after the 3 deliveries it carried", l.Reason, l.Attempts, fila.ReasonMaxAttempts)
@@ -120,7 +120,7 @@ func (s *suite) testReceiveDelayed(t *testing.T) {
 		t.Errorf("Receive got %s, want the ready message %s", r.ID, ready)
 	}
 	_ = r.Ack(ctx)
-	expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "a delayed message whose early lease expired must wait for its run-at")
+	s.expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "a delayed message whose early lease expired must wait for its run-at")
 	ds, err = dr.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
 	if err != nil || len(ds) != 1 || ds[0].ID != other {
 		t.Errorf("after its lease expired, ReceiveDelayed = %v, %v; want %s again", ids(ds), err, other)

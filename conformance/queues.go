@@ -103,7 +103,7 @@ func (s *suite) testQueueDelete(t *testing.T) {
 		t.Fatalf("QueueDelete: %v", err)
 	}
 	wantErr(t, "Ack of a delivery leased from a deleted queue", held.Ack(ctx), fila.ErrLeaseLost)
-	expectNone(t, c, q, time.Second, "after QueueDelete")
+	s.expectNone(t, c, q, time.Second, "after QueueDelete")
 	if s.has(FeatureStats) {
 		st, err := c.QueueStats(ctx, q)
 		if err != nil {

@@ -88,7 +88,7 @@ func (s *suite) testDead(t *testing.T) {
 	if err := d.Dead(ctxTimeout(t, 10*time.Second), "invalid customer id"); err != nil {
 		t.Fatalf("Dead: %v", err)
 	}
-	expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "after Dead")
+	s.expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "after Dead")
 	if !s.has(FeatureDeadLetters) {
 		return
 	}
@@ -152,7 +152,7 @@ func (s *suite) testMaxAttemptsCrash(t *testing.T) {
 	if err := d.Ack(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Errorf("Ack: %v", err)
 	}
-	expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "the exhausted message must not be delivered")
+	s.expectNone(t, c, q, s.h.Lease+s.h.RedeliveryBound, "the exhausted message must not be delivered")
 	if !s.has(FeatureDeadLetters) {
 		return
 	}
@@ -181,7 +181,7 @@ func (s *suite) testMaxAttemptsRetry(t *testing.T) {
 			t.Fatalf("Retry: %v", err)
 		}
 	}
-	expectNone(t, c, q, s.h.RedeliveryBound+time.Second, "a message past its max attempts")
+	s.expectNone(t, c, q, s.h.RedeliveryBound+time.Second, "a message past its max attempts")
 	if s.has(FeatureDeadLetters) {
 		if l := s.findDead(t, c, q, id); l != nil && (l.Reason != fila.ReasonMaxAttempts || l.Attempts != 2) {
 			t.Errorf("dead letter reason %q attempts %d, want %q after 2 deliveries", l.Reason, l.Attempts, fila.ReasonMaxAttempts)

@@ -204,10 +204,23 @@ func receiveOne(t *testing.T, c *fila.Client, queue string, lease, within time.D
 	return ds[0]
 }
 
-// expectNone checks that nothing is received from queue for wait.
-func expectNone(t *testing.T, c *fila.Client, queue string, wait time.Duration, why string) {
+// afterNone is how long a message made ready right after expectNone may
+// take to arrive: the wake-up bound, one short lease of a claim expectNone
+// left in flight, its redelivery, and room for a loaded machine.
+func (s *suite) afterNone() time.Duration {
+	return s.h.WakeupBound + s.h.Lease + s.h.RedeliveryBound + 5*time.Second
+}
+
+// expectNone checks that nothing is received from queue for wait. Its
+// Receive ends by its context, so a claim the driver had in flight may
+// still take a message that becomes ready just after (the contract allows
+// it: see CancellationLosesNothing). The claim leases for the harness's
+// short lease, so such a message comes back within Lease+RedeliveryBound:
+// a test that makes a message ready right after expectNone waits that much
+// longer for it.
+func (s *suite) expectNone(t *testing.T, c *fila.Client, queue string, wait time.Duration, why string) {
 	t.Helper()
-	ds, err := c.Receive(ctxTimeout(t, wait), queue, fila.ReceiveParams{Max: 10, Lease: time.Minute})
+	ds, err := c.Receive(ctxTimeout(t, wait), queue, fila.ReceiveParams{Max: 10, Lease: s.h.Lease})
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 	case err != nil:

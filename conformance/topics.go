@@ -99,9 +99,9 @@ func (s *suite) testTopicEveryCopyOnce(t *testing.T) {
 				t.Errorf("subscription %s: copy of %s has kind %q body %q attempt %d; want fan, %q, 1", q, id, d.Kind, d.Body, d.Attempt, body)
 			}
 		}
-		expectNone(t, c, q, 500*time.Millisecond, "subscription "+q+" after every copy was acked")
+		s.expectNone(t, c, q, 500*time.Millisecond, "subscription "+q+" after every copy was acked")
 	}
-	expectNone(t, c, other, 500*time.Millisecond, "a queue that did not subscribe")
+	s.expectNone(t, c, other, 500*time.Millisecond, "a queue that did not subscribe")
 }
 
 // testTopicSubscriptionsIndependent: one subscription's retries, lease
@@ -144,7 +144,7 @@ func (s *suite) testTopicSubscriptionsIndependent(t *testing.T) {
 			t.Errorf("subscription b: copy of %s = %v, want it at attempt 1", id, d)
 		}
 	}
-	expectNone(t, c, b, s.h.Lease+s.h.RedeliveryBound, "subscription b after acking, while a retries")
+	s.expectNone(t, c, b, s.h.Lease+s.h.RedeliveryBound, "subscription b after acking, while a retries")
 	if s.has(FeatureDeadLetters) {
 		page, err := c.DeadList(ctx, b, fila.DeadListParams{Limit: 10})
 		if err != nil || len(page.Letters) != 0 {
@@ -331,7 +331,7 @@ func (s *suite) testTopicSubscribeWindow(t *testing.T) {
 		t.Errorf("late subscription received %s (%s), want the copy of %s published after it", d.ID, d.Kind, after[0])
 	}
 	_ = d.Ack(ctxTimeout(t, 10*time.Second))
-	expectNone(t, c, late, 500*time.Millisecond, "the late subscription: a message published before it existed")
+	s.expectNone(t, c, late, 500*time.Millisecond, "the late subscription: a message published before it existed")
 	got := drain(t, c, early, 2, 10*time.Second)
 	if got[fila.CopyID(before[0], early)] == nil || got[fila.CopyID(after[0], early)] == nil {
 		t.Errorf("the early subscription got %d messages, want both", len(got))
@@ -352,7 +352,7 @@ func (s *suite) testTopicWithoutSubscriptions(t *testing.T) {
 		}
 	}
 	q := s.subscribe(t, c, topic, 1)[0]
-	expectNone(t, c, q, 500*time.Millisecond, "a subscription made after the publish")
+	s.expectNone(t, c, q, 500*time.Millisecond, "a subscription made after the publish")
 }
 
 // testTopicBadInput: bad topic and subscription names are ErrInvalid, and
@@ -414,16 +414,16 @@ func (s *suite) testTopicPublishTx(t *testing.T) {
 	if r.Subscriptions != 2 {
 		t.Errorf("PublishTx reached %d subscriptions, want 2", r.Subscriptions)
 	}
-	expectNone(t, c, subs[0], 300*time.Millisecond, "before commit")
+	s.expectNone(t, c, subs[0], 300*time.Millisecond, "before commit")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	for _, q := range subs {
-		d := receiveOne(t, c, q, time.Minute, s.h.WakeupBound+5*time.Second)
+		d := receiveOne(t, c, q, time.Minute, s.afterNone())
 		if d.ID != fila.CopyID(r.IDs[0], q) || d.Kind != "committed" {
 			t.Errorf("subscription %s received %s (%s), want the committed copy", q, d.ID, d.Kind)
 		}
 		_ = d.Ack(ctx)
-		expectNone(t, c, q, 300*time.Millisecond, "the rolled-back publish")
+		s.expectNone(t, c, q, 300*time.Millisecond, "the rolled-back publish")
 	}
 }

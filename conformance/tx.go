@@ -24,11 +24,11 @@ func (s *suite) testTx(t *testing.T) {
 		_ = tx.Rollback(ctx)
 		t.Fatalf("EnqueueTx: %v", err)
 	}
-	expectNone(t, cons, q, time.Second, "before commit")
+	s.expectNone(t, cons, q, time.Second, "before commit")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
-	got := drain(t, cons, q, 2, s.h.WakeupBound+5*time.Second)
+	got := drain(t, cons, q, 2, s.afterNone())
 	for _, id := range ids {
 		if got[id] == nil {
 			t.Errorf("committed message %s not received", id)
@@ -45,7 +45,7 @@ func (s *suite) testTx(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatalf("Rollback: %v", err)
 	}
-	expectNone(t, cons, q, s.h.WakeupBound, "after rollback")
+	s.expectNone(t, cons, q, s.h.WakeupBound, "after rollback")
 
 	_, err = c.EnqueueTx(ctx, "not a transaction", q, []fila.Message{{Kind: "k"}})
 	wantErr(t, "EnqueueTx with a value that is not a transaction", err, fila.ErrInvalid)
