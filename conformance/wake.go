@@ -13,17 +13,21 @@ import (
 func (s *suite) testReleaseWakesOthers(t *testing.T) {
 	holder, waiter := s.client(t), s.client(t)
 	q := s.queue(t)
+	id := enqueue(t, holder, q, fila.Message{Kind: "handoff"})
+	d := receiveOne(t, holder, q, time.Hour, 10*time.Second)
 	// The waiter receives once before, so that what it sets up on its first
 	// call (connections, topology, the queue's pause and cancel marks) is
 	// not counted as wake-up latency on a loaded machine. It receives a
 	// message of its own: a Receive ended by its context instead could
-	// leave a claim in flight that takes the released message first.
+	// leave a claim in flight that takes the released message first. The
+	// handoff is leased by then, so the waiter cannot take it here (a
+	// RabbitMQ consumer kept after the ack would have had it pushed).
 	enqueue(t, waiter, q, fila.Message{Kind: "warm-up"})
-	if err := receiveOne(t, waiter, q, time.Minute, 10*time.Second).Ack(ctxTimeout(t, 10*time.Second)); err != nil {
+	if w := receiveOne(t, waiter, q, time.Minute, 10*time.Second); w.ID == id {
+		t.Fatalf("the waiter received the leased handoff message")
+	} else if err := w.Ack(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Fatalf("Ack of the warm-up message: %v", err)
 	}
-	id := enqueue(t, holder, q, fila.Message{Kind: "handoff"})
-	d := receiveOne(t, holder, q, time.Hour, 10*time.Second)
 	type result struct {
 		ds  []*fila.Delivery
 		err error
