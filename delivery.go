@@ -237,7 +237,15 @@ func (c *Client) AckBatch(ctx context.Context, ds []*Delivery) error {
 		return err
 	}
 	defer c.leave(cl)
-	cctx := cl.ctx
+	return c.ackDeliveries(ctx, cl.ctx, ds, c.drv.Ack)
+}
+
+// ackDeliveries is AckBatch within a call: it settles the live deliveries
+// among ds with ack under cctx (the call's context; ctx is the caller's),
+// holding each delivery's lock until the outcome is known. ack returns
+// one error per ref, or an error alone when the outcome is unknown.
+func (c *Client) ackDeliveries(ctx, cctx context.Context, ds []*Delivery,
+	ack func(context.Context, []backend.Ref) ([]error, error)) error {
 	var (
 		refs []backend.Ref
 		live []*Delivery
@@ -269,7 +277,7 @@ func (c *Client) AckBatch(ctx context.Context, ds []*Delivery) error {
 		}
 	}()
 	if len(refs) > 0 {
-		per, err := c.drv.Ack(cctx, refs)
+		per, err := ack(cctx, refs)
 		if err != nil {
 			return c.done(ctx, err)
 		}

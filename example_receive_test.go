@@ -105,3 +105,32 @@ func ExampleOpen_unknownScheme() {
 	// Output:
 	// true
 }
+
+func ExampleClient_AckReceive() {
+	ctx := context.Background()
+	c, _ := fila.Open(ctx, "mem://example-ack-receive")
+	defer c.Close()
+	for _, user := range []string{"1", "2", "3"} {
+		c.Enqueue(ctx, "emails", fila.Message{Kind: "email.welcome", Body: []byte(user)})
+	}
+
+	// A consumer loop: ack what ran with the claim of what comes next, one
+	// round trip on drivers that can (backend.AckReceiver). AckReceive
+	// never waits, so when it hands out nothing, Receive waits instead.
+	var done []*fila.Delivery
+	for {
+		ds, ackErr, err := c.AckReceive(ctx, done, "emails", fila.ReceiveParams{Max: 1})
+		if err != nil || ackErr != nil {
+			panic(errors.Join(err, ackErr))
+		}
+		if len(ds) == 0 {
+			break // a real consumer would call Receive here
+		}
+		fmt.Printf("sending welcome to user %s\n", ds[0].Body)
+		done = ds
+	}
+	// Output:
+	// sending welcome to user 1
+	// sending welcome to user 2
+	// sending welcome to user 3
+}

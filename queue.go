@@ -398,19 +398,8 @@ func enqueueIDs(queue string, bms []backend.Message, res []backend.EnqueueResult
 // message whose attempt would exceed its max attempts is dead-lettered with
 // reason "max attempts exceeded" instead of being returned.
 func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]*Delivery, error) {
-	if err := ValidateQueueName(queue); err != nil {
-		return nil, err
-	}
-	if p.Max < 0 || p.Max > MaxReceive {
-		return nil, invalidf("receive max %d must be between 0 (one) and %d", p.Max, MaxReceive)
-	}
-	if p.Max == 0 {
-		p.Max = 1
-	}
-	if p.Lease == 0 {
-		p.Lease = c.opts.lease
-	}
-	if err := validateLease(p.Lease); err != nil {
+	bp, err := c.receiveParams(queue, p)
+	if err != nil {
 		return nil, err
 	}
 	cl, err := c.enter(ctx)
@@ -447,7 +436,7 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 				}
 			}
 		}
-		bds, err := c.receiveUnlessPaused(cl, qc, queue, backend.ReceiveParams{Max: p.Max, Lease: p.Lease})
+		bds, err := c.receiveUnlessPaused(cl, qc, queue, bp, nil)
 		if errors.Is(err, errPaused) {
 			// The pause may have ended the call's context: wait for the
 			// resume under a fresh one.
@@ -462,41 +451,138 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 		if err != nil {
 			return nil, c.done(ctx, err)
 		}
-		out := make([]*Delivery, 0, len(bds))
-		for i := range bds {
-			bd := &bds[i]
-			if qc != nil && qc.isCancelled(bd.ID) {
-				c.deadCancelled(cctx, queue, bd)
-				continue
-			}
-			max := bd.MaxAttempts
-			if max == 0 {
-				max = c.opts.maxAttempts
-			}
-			if bd.Attempt > max {
-				c.deadExhausted(cctx, queue, bd, max)
-				continue
-			}
-			d := c.newDelivery(queue, bd)
-			if qc != nil {
-				c.watch(qc, d)
-			}
-			out = append(out, d)
-		}
-		if len(out) > 0 {
+		if out := c.deliveries(cctx, qc, queue, bds); len(out) > 0 {
 			return out, nil
 		}
 	}
 }
 
+// receiveParams checks Receive's arguments and fills in the defaults.
+func (c *Client) receiveParams(queue string, p ReceiveParams) (backend.ReceiveParams, error) {
+	if err := ValidateQueueName(queue); err != nil {
+		return backend.ReceiveParams{}, err
+	}
+	if p.Max < 0 || p.Max > MaxReceive {
+		return backend.ReceiveParams{}, invalidf("receive max %d must be between 0 (one) and %d", p.Max, MaxReceive)
+	}
+	if p.Max == 0 {
+		p.Max = 1
+	}
+	if p.Lease == 0 {
+		p.Lease = c.opts.lease
+	}
+	if err := validateLease(p.Lease); err != nil {
+		return backend.ReceiveParams{}, err
+	}
+	return backend.ReceiveParams{Max: p.Max, Lease: p.Lease}, nil
+}
+
+// deliveries turns what the driver claimed into deliveries, leaving out
+// (and dead-lettering) the cancelled messages and those past their max
+// attempts.
+func (c *Client) deliveries(ctx context.Context, qc *queueControl, queue string, bds []backend.Delivery) []*Delivery {
+	out := make([]*Delivery, 0, len(bds))
+	for i := range bds {
+		bd := &bds[i]
+		if qc != nil && qc.isCancelled(bd.ID) {
+			c.deadCancelled(ctx, queue, bd)
+			continue
+		}
+		max := bd.MaxAttempts
+		if max == 0 {
+			max = c.opts.maxAttempts
+		}
+		if bd.Attempt > max {
+			c.deadExhausted(ctx, queue, bd, max)
+			continue
+		}
+		d := c.newDelivery(queue, bd)
+		if qc != nil {
+			c.watch(qc, d)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// AckReceive acks ds as AckBatch does and claims up to p.Max messages of
+// queue that are ready now, in one round trip where the driver can
+// (backend.AckReceiver): a consumer that acks what it ran and receives
+// again waits for one round trip instead of two. It never waits for
+// messages. When it returns none (nothing was ready, the driver cannot
+// combine the two, the queue is paused), call Receive.
+//
+// ackErr is AckBatch's result for ds. err is the claim's: with it nothing
+// was received. Invalid arguments return ErrInvalid as err and ack
+// nothing.
+func (c *Client) AckReceive(ctx context.Context, ds []*Delivery, queue string, p ReceiveParams) (received []*Delivery, ackErr, err error) {
+	bp, err := c.receiveParams(queue, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	ar, ok := c.drv.(backend.AckReceiver)
+	if !ok {
+		return nil, c.AckBatch(ctx, ds), nil
+	}
+	cl, err := c.enter(ctx)
+	if err != nil {
+		return nil, err, err
+	}
+	defer c.leave(cl)
+	var qc *queueControl
+	if c.marker != nil {
+		var paused bool
+		qc, paused, err = c.receiveState(cl.ctx, queue)
+		if err != nil || paused {
+			return nil, c.ackDeliveries(ctx, cl.ctx, ds, c.drv.Ack), c.done(ctx, err)
+		}
+	}
+	ran := false
+	bds, err := c.receiveUnlessPaused(cl, qc, queue, bp, func(cctx context.Context) ([]backend.Delivery, error) {
+		ran = true
+		var (
+			got  []backend.Delivery
+			gerr error
+			sent bool
+		)
+		ackErr = c.ackDeliveries(ctx, cctx, ds, func(ctx context.Context, refs []backend.Ref) ([]error, error) {
+			sent = true
+			var per []error
+			per, got, gerr = ar.AckReceive(ctx, refs, queue, bp)
+			if per == nil && gerr != nil {
+				return nil, gerr
+			}
+			return per, nil
+		})
+		if !sent { // every delivery was settled already: only claim
+			_, got, gerr = ar.AckReceive(cctx, nil, queue, bp)
+		}
+		return got, gerr
+	})
+	if !ran { // paused just now: the acks alone
+		return nil, c.ackDeliveries(ctx, cl.ctx, ds, c.drv.Ack), nil
+	}
+	if errors.Is(err, errPaused) {
+		return nil, ackErr, nil
+	}
+	if err != nil {
+		return nil, ackErr, c.done(ctx, err)
+	}
+	return c.deliveries(cl.ctx, qc, queue, bds), ackErr, nil
+}
+
 // errPaused ends a driver Receive when its queue was paused meanwhile.
 var errPaused = errors.New("fila: queue paused")
 
-// receiveUnlessPaused calls the driver's Receive under the call cl; with
-// marks, a pause seen meanwhile ends cl's context with errPaused and what
-// the driver claimed goes back.
-func (c *Client) receiveUnlessPaused(cl entered, qc *queueControl, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+// receiveUnlessPaused calls the driver's Receive, or claim when it is not
+// nil, under the call cl; with marks, a pause seen meanwhile ends cl's
+// context with errPaused and what the driver claimed goes back.
+func (c *Client) receiveUnlessPaused(cl entered, qc *queueControl, queue string, p backend.ReceiveParams,
+	claim func(context.Context) ([]backend.Delivery, error)) ([]backend.Delivery, error) {
 	if qc == nil {
+		if claim != nil {
+			return claim(cl.ctx)
+		}
 		return c.drv.Receive(cl.ctx, queue, p)
 	}
 	key, ok := qc.addReceiver(cl.cancel)
@@ -504,7 +590,15 @@ func (c *Client) receiveUnlessPaused(cl entered, qc *queueControl, queue string,
 		return nil, errPaused
 	}
 	defer qc.removeReceiver(key)
-	bds, err := c.drv.Receive(cl.ctx, queue, p)
+	var (
+		bds []backend.Delivery
+		err error
+	)
+	if claim != nil {
+		bds, err = claim(cl.ctx)
+	} else {
+		bds, err = c.drv.Receive(cl.ctx, queue, p)
+	}
 	if errors.Is(context.Cause(cl.ctx), errPaused) {
 		// The pause was seen while the driver was claiming: what it claimed
 		// goes back at once (a delivery, counted like any other), so

@@ -119,6 +119,21 @@ type DelayedReceiver interface {
 	ReceiveDelayed(ctx context.Context, queue string, p ReceiveParams) ([]Delivery, error)
 }
 
+// AckReceiver is implemented by drivers that can settle acks and claim
+// the next messages in one round trip. A consumer that acks what it ran
+// and then receives again pays one round trip instead of two. Without it,
+// fila.Client.AckReceive acks with Ack and claims nothing.
+type AckReceiver interface {
+	// AckReceive acks refs as Ack does, then claims up to p.Max messages of
+	// queue that are ready now, leasing them as Receive does, without
+	// waiting for more: it returns no deliveries when none was ready, or
+	// when it could not combine the two (refs of other queues, say) and
+	// only acked. ackErrs is Ack's per-ref result. A non-nil err with
+	// ackErrs nil leaves the acks' outcome unknown, as Ack's error does; a
+	// claim whose reply was lost leaves leases that expire.
+	AckReceive(ctx context.Context, refs []Ref, queue string, p ReceiveParams) (ackErrs []error, ds []Delivery, err error)
+}
+
 // DeadImporter is implemented by drivers that can store dead letters taken
 // from another broker, with their reasons, attempts and times. Importing a
 // dead letter whose id the queue's dead-letter store already holds changes

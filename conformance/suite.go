@@ -93,6 +93,7 @@ func Run(t *testing.T, h Harness) {
 		{"TopicWithoutSubscriptions", s.testTopicWithoutSubscriptions},
 		{"TopicBadInput", s.testTopicBadInput},
 		{"TopicPublishTx", s.testTopicPublishTx},
+		{"AckReceive", s.testAckReceive},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once
 	// (or Harness.Parallel at a time): t.Run from separate goroutines is not

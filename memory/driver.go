@@ -260,6 +260,10 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	b := d.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.ackLocked(refs), nil
+}
+
+func (b *Broker) ackLocked(refs []backend.Ref) []error {
 	errs := make([]error, len(refs))
 	for i, ref := range refs {
 		q, m, err := b.leasedLocked(ref)
@@ -269,7 +273,21 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 		}
 		q.removeLocked(m)
 	}
-	return errs, nil
+	return errs
+}
+
+// AckReceive acks refs and claims what of queue is ready, under one lock
+// (backend.AckReceiver).
+func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue string, p backend.ReceiveParams) ([]error, []backend.Delivery, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, nil, err
+	}
+	b := d.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	errs := b.ackLocked(refs)
+	out, _ := b.claimLocked(queue, p)
+	return errs, out, nil
 }
 
 // Retry makes the message ready again after delay.
