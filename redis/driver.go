@@ -332,51 +332,119 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			return nil, err
 		}
 		tok := d.token()
-		if p.Max >= d.o.fastMin && !due && d.fastOK(queue) {
-			res, err := d.claimFast(ctx, queue, k, p, tok)
-			if err != nil {
-				return nil, err
-			}
-			if len(res.ds) > 0 {
-				return res.ds, nil
-			}
-			if res.again {
-				continue
-			}
-			wait := d.o.Block
-			if res.next >= 0 && res.next < wait {
-				wait = res.next
-			}
-			if due, err = d.wait(ctx, k.stream, res.wake, max(wait, time.Millisecond)); err != nil {
-				return nil, err
-			}
+		var (
+			res fastResult
+			err error
+		)
+		fast := p.Max >= d.o.fastMin && !due && d.fastOK(queue)
+		if fast {
+			res, err = d.claimFast(ctx, queue, k, p, tok, nil)
+		} else {
+			res, err = d.claimScript(ctx, queue, k, p, tok, nil)
+		}
+		switch {
+		case err != nil:
+			return nil, err
+		case len(res.ds) > 0 || (res.got && !fast):
+			return res.ds, nil
+		case res.again:
 			continue
 		}
-		v, err := runOnce(ctx, d.c, scriptReceive, k.list(), group, leaseConsumer(tok), p.Max, ceilMS(p.Lease),
-			defaultPromote, d.sweepMS(), d.o.OrphanIdle.Milliseconds()).Slice()
-		if err != nil {
-			return nil, d.fail(ctx, err)
-		}
-		if len(v) < 4 || (len(v)-4)%3 != 0 {
-			return nil, fmt.Errorf("fila/redis: receive script returned %d values", len(v))
-		}
-		d.setHint(queue, toInt(v[0]), toInt(v[3]))
-		if len(v) > 4 {
-			return d.deliveries(ctx, queue, tok, v[4:], msTime(toInt(v[1])), 3)
-		}
 		wait := d.o.Block
-		if next := toInt(v[3]); next >= 0 {
-			if dt := time.Duration(next-toInt(v[0])+1) * time.Millisecond; dt < wait {
-				wait = dt
-			}
+		if res.next >= 0 && res.next < wait {
+			wait = res.next
 		}
-		if wait < time.Millisecond {
-			wait = time.Millisecond
-		}
-		if due, err = d.wait(ctx, k.stream, str(v[2]), wait); err != nil {
+		if due, err = d.wait(ctx, k.stream, res.wake, max(wait, time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// claimScript runs the receive script once, after what pre (when not nil)
+// adds to its transaction: AckReceive's ack.
+func (d *Driver) claimScript(ctx context.Context, queue string, k keys, p backend.ReceiveParams, tok string, pre func(goredis.Pipeliner)) (res fastResult, err error) {
+	keys := k.list()
+	args := []any{group, leaseConsumer(tok), p.Max, ceilMS(p.Lease), defaultPromote, d.sweepMS(), d.o.OrphanIdle.Milliseconds()}
+	var cmd *goredis.Cmd
+	if pre == nil {
+		cmd = runOnce(ctx, d.c, scriptReceive, keys, args...)
+	} else {
+		// The commands' own errors tell each one's outcome (a NOSCRIPT of
+		// the ack's script does not stop this one).
+		_, _ = d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+			pre(pipe)
+			cmd = scriptReceive.EvalSha(ctx, pipe, keys, args...)
+			return nil
+		})
+		if e := cmd.Err(); e != nil && strings.HasPrefix(e.Error(), "NOSCRIPT") {
+			cmd = runOnce(ctx, d.c, scriptReceive, keys, args...)
+		}
+	}
+	v, err := cmd.Slice()
+	if err != nil {
+		return res, d.fail(ctx, err)
+	}
+	if len(v) < 4 || (len(v)-4)%3 != 0 {
+		return res, fmt.Errorf("fila/redis: receive script returned %d values", len(v))
+	}
+	d.setHint(queue, toInt(v[0]), toInt(v[3]))
+	if len(v) > 4 {
+		res.got = true
+		res.ds, err = d.deliveries(ctx, queue, tok, v[4:], msTime(toInt(v[1])), 3)
+		return res, err
+	}
+	res.wake, res.next = str(v[2]), -1
+	if next := toInt(v[3]); next >= 0 {
+		res.next = time.Duration(next-toInt(v[0])+1) * time.Millisecond
+	}
+	return res, nil
+}
+
+// AckReceive acks refs and claims what of queue is ready in one MULTI/EXEC
+// (backend.AckReceiver): the ack script, then the claim Receive would make
+// first (the fast path's XREADGROUP and script, or the receive script).
+// Refs of other queues, or more than one ack script call's worth, are only
+// acked, and nothing is claimed.
+func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue string, p backend.ReceiveParams) ([]error, []backend.Delivery, error) {
+	errs, batches := ackBatches(refs)
+	if len(batches) > 1 || (len(batches) == 1 && batches[0].queue != queue) {
+		if err := d.runAcks(ctx, batches, errs); err != nil {
+			return nil, nil, err
+		}
+		return errs, nil, nil
+	}
+	k := d.keys(queue)
+	var (
+		ack *goredis.Cmd
+		pre func(goredis.Pipeliner)
+	)
+	if len(batches) == 1 {
+		b := batches[0]
+		pre = func(pipe goredis.Pipeliner) { ack = scriptAck.EvalSha(ctx, pipe, k.list(), b.args...) }
+	}
+	tok := d.token()
+	var (
+		res fastResult
+		err error
+	)
+	if p.Max >= d.o.fastMin && d.fastOK(queue) {
+		res, err = d.claimFast(ctx, queue, k, p, tok, pre)
+	} else {
+		res, err = d.claimScript(ctx, queue, k, p, tok, pre)
+	}
+	if ack != nil {
+		if e := ack.Err(); e != nil && strings.HasPrefix(e.Error(), "NOSCRIPT") {
+			ack = runOnce(ctx, d.c, scriptAck, k.list(), batches[0].args...)
+		}
+		if aerr := d.ackOutcome(ctx, ack, batches[0], errs); aerr != nil {
+			// What was claimed comes back when its lease expires.
+			return nil, nil, aerr
+		}
+	}
+	if err != nil {
+		return errs, nil, err
+	}
+	return errs, res.ds, nil
 }
 
 // sweepMS is the sweep interval for the scripts (0: never).
@@ -485,7 +553,26 @@ func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, 
 // by lease token, each group with its lowest and highest stream id, so the
 // script checks a whole Receive batch with one XPENDING of its consumer.
 func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
-	errs := make([]error, len(refs))
+	errs, batches := ackBatches(refs)
+	if err := d.runAcks(ctx, batches, errs); err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// ackBatch is one ack script call: the refs it settles (their indexes in
+// the caller's list) and its arguments.
+type ackBatch struct {
+	queue string
+	idx   []int
+	args  []any
+}
+
+// ackBatches groups refs into ack script calls: per queue, by lease token
+// within a call, at most maxAckScript refs a call. errs holds ErrLeaseLost
+// for the refs whose receipt is not one of this driver's.
+func ackBatches(refs []backend.Ref) (errs []error, batches []*ackBatch) {
+	errs = make([]error, len(refs))
 	type tokRefs struct {
 		tok  string
 		idx  []int
@@ -512,18 +599,12 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 		g.idx = append(g.idx, i)
 		g.sids = append(g.sids, sid)
 	}
-	type batch struct {
-		queue string
-		idx   []int
-		args  []any
-	}
-	var batches []*batch
 	for _, q := range queues {
-		var b *batch
+		var b *ackBatch
 		for _, g := range groups[q] {
 			for from := 0; from < len(g.sids); {
 				if b == nil || len(b.idx) == maxAckScript {
-					b = &batch{queue: q, args: []any{group}}
+					b = &ackBatch{queue: q, args: []any{group}}
 					batches = append(batches, b)
 				}
 				to := min(len(g.sids), from+maxAckScript-len(b.idx))
@@ -533,6 +614,13 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 			}
 		}
 	}
+	return errs, batches
+}
+
+// runAcks runs the ack script calls of batches, all in one round trip,
+// and records their outcomes in errs. An error means the outcome of every
+// call is unknown.
+func (d *Driver) runAcks(ctx context.Context, batches []*ackBatch, errs []error) error {
 	// Every script call runs in MULTI/EXEC, which go-redis never replays
 	// (see once.go). A cluster runs a transaction on one slot, so there it
 	// takes one per queue; a single server takes one for all.
@@ -543,7 +631,7 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 		// Make sure the script is cached, since EVALSHA in a transaction
 		// cannot fall back to EVAL.
 		if err := scriptAck.Load(ctx, d.c).Err(); err != nil {
-			return nil, d.fail(ctx, err)
+			return d.fail(ctx, err)
 		}
 		tx := func(idx []int) {
 			_, _ = d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
@@ -554,14 +642,18 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 			})
 		}
 		if _, cluster := d.c.(*goredis.ClusterClient); cluster {
-			byQueue := map[string][]int{}
-			for i, b := range batches {
-				byQueue[b.queue] = append(byQueue[b.queue], i)
-			}
-			for _, q := range queues {
-				if idx := byQueue[q]; len(idx) > 0 {
-					tx(idx)
+			// ackBatches keeps a queue's calls together.
+			for from := 0; from < len(batches); {
+				to := from + 1
+				for to < len(batches) && batches[to].queue == batches[from].queue {
+					to++
 				}
+				idx := make([]int, 0, to-from)
+				for i := from; i < to; i++ {
+					idx = append(idx, i)
+				}
+				tx(idx)
+				from = to
 			}
 		} else {
 			all := make([]int, len(batches))
@@ -577,24 +669,32 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 		}
 	}
 	for i, b := range batches {
-		v, err := cmds[i].Slice()
-		if err != nil && !errors.Is(err, goredis.Nil) {
-			err = d.fail(ctx, err)
+		if err := d.ackOutcome(ctx, cmds[i], b, errs); err != nil {
 			if ctx.Err() != nil || len(batches) == 1 {
-				return nil, err
+				return err
 			}
 			for _, j := range b.idx {
 				errs[j] = err
 			}
-			continue
-		}
-		for _, x := range v {
-			if pos := int(toInt(x)); pos >= 1 && pos <= len(b.idx) {
-				errs[b.idx[pos-1]] = backend.ErrLeaseLost
-			}
 		}
 	}
-	return errs, nil
+	return nil
+}
+
+// ackOutcome records in errs the outcome of b's ack script call cmd: the
+// script returns the positions of the refs whose lease was lost. An error
+// means the call's outcome is unknown.
+func (d *Driver) ackOutcome(ctx context.Context, cmd *goredis.Cmd, b *ackBatch, errs []error) error {
+	v, err := cmd.Slice()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return d.fail(ctx, err)
+	}
+	for _, x := range v {
+		if pos := int(toInt(x)); pos >= 1 && pos <= len(b.idx) {
+			errs[b.idx[pos-1]] = backend.ErrLeaseLost
+		}
+	}
+	return nil
 }
 
 // appendAckBlock appends one lease token's block of the ack script's

@@ -41,9 +41,12 @@ import (
 // lua/receive_post.lua.
 var scriptReceivePost = script("receive_post.lua")
 
-// fastResult is the outcome of one fast claim.
+// fastResult is the outcome of one claim, by either path.
 type fastResult struct {
 	ds []backend.Delivery
+	// got: the claim read entries (ds may still be empty, if none could
+	// be decoded).
+	got bool
 	// again: claim again at once. Otherwise, when ds is empty, wake and
 	// next are where and until when to wait.
 	again bool
@@ -51,14 +54,18 @@ type fastResult struct {
 	next  time.Duration // -1: no known due time
 }
 
-// claimFast runs the fast receive transaction.
-func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.ReceiveParams, tok string) (res fastResult, err error) {
+// claimFast runs the fast receive transaction, after what pre (when not
+// nil) adds to it: AckReceive's ack.
+func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.ReceiveParams, tok string, pre func(goredis.Pipeliner)) (res fastResult, err error) {
 	keys := k.list()
 	consumer := leaseConsumer(tok)
 	args := []any{group, consumer, ceilMS(p.Lease), defaultPromote, d.sweepMS(), d.o.OrphanIdle.Milliseconds()}
 	var post *goredis.Cmd
 	var xr *goredis.Cmd
 	cmds, txErr := d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+		if pre != nil {
+			pre(pipe)
+		}
 		// Do, not XReadGroup: the generic reply costs less to decode.
 		xr = pipe.Do(ctx, "XREADGROUP", "GROUP", group, consumer, "COUNT", p.Max, "STREAMS", k.stream, ">")
 		post = scriptReceivePost.EvalSha(ctx, pipe, keys, args...)
