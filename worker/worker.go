@@ -219,16 +219,32 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 	retry := receiveRetryMin
 	// A broker outage is logged with a bounded number of lines.
 	outage := outagelog.New(w.log)
+	// While the loop is about to claim, the acker leaves the queued acks
+	// to it (see acker).
+	defer ak.setHandoff(false)
 	for {
+		ak.setHandoff(true)
 		select {
 		case slots <- struct{}{}: // wait for one free slot
 		case <-ctx.Done():
 			return nil
 		}
 		n := min(1+concurrency-len(slots), fila.MaxReceive)
-		ds, err := w.c.Receive(ctx, queue, fila.ReceiveParams{Max: n, Lease: w.cfg.Lease})
+		p := fila.ReceiveParams{Max: n, Lease: w.cfg.Lease}
+		var (
+			ds  []*fila.Delivery
+			err error
+		)
+		if batch := ak.take(false); len(batch) > 0 {
+			ds, err = ak.ackReceive(batch, queue, p)
+		}
+		if err == nil && len(ds) == 0 {
+			ak.setHandoff(false) // the Receive may wait long
+			ds, err = w.c.Receive(ctx, queue, p)
+		}
 		if err != nil {
 			<-slots
+			ak.setHandoff(false)
 			if ctx.Err() != nil {
 				return nil
 			}

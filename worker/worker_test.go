@@ -44,6 +44,44 @@ func TestWorkerMemory(t *testing.T) {
 	})
 }
 
+// TestAcksGoWithClaims: on a driver that acks and claims in one round trip
+// (the memory driver is one), the receive loop carries the acks of the
+// jobs that ended into its next claim, so at concurrency 1 a job's ack and
+// the next job's receive are one call; each job still ends acked, and the
+// acks of the last jobs, after which the loop waits on an empty queue, are
+// sent all the same.
+func TestAcksGoWithClaims(t *testing.T) {
+	fd := &ackFaultReceiver{ackFaultDriver: &ackFaultDriver{
+		Driver: memory.NewBroker(memory.BrokerOptions{}).Open(), perRef: map[string]error{}}}
+	c := clientOver(t, fd)
+	q := newQueue(t, c)
+	const n = 50
+	msgs := make([]fila.Message, n)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "job"}
+	}
+	if _, err := c.EnqueueBatch(context.Background(), q, msgs); err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	cfg := fastConfig(q, 1)
+	rec.hook(&cfg)
+	start(t, c, cfg, func(w *worker.Worker) {
+		w.HandleFunc("job", func(ctx context.Context, d *fila.Delivery) error { return nil })
+	})
+	for _, ev := range rec.waitEnds(t, n) {
+		if ev.Outcome != worker.OutcomeAck {
+			t.Errorf("end of %s = %+v; want acked", ev.ID, ev)
+		}
+	}
+	assertEmpty(t, c, q, 300*time.Millisecond)
+	// Only a job that ends before the loop is back waiting for its slot
+	// leaves its ack to the acker's own AckBatch.
+	if got := fd.combined.Load(); got < n/2 {
+		t.Errorf("%d of %d acks went with a claim; want most", got, n)
+	}
+}
+
 // runWorkerTests is the driver-independent worker suite. open returns a new
 // client on the driver under test, closed at the end of the test. The
 // subtests are sequential: they check for leaked goroutines.
@@ -834,16 +872,44 @@ func (f *ackFaultDriver) Ack(ctx context.Context, refs []backend.Ref) ([]error, 
 	return errs, nil
 }
 
+// ackFaultReceiver is ackFaultDriver on a driver that acks and claims in
+// one round trip: AckReceive injects the same faults into its acks.
+type ackFaultReceiver struct {
+	*ackFaultDriver
+	combined atomic.Int64 // refs acked by AckReceive
+}
+
+func (f *ackFaultReceiver) AckReceive(ctx context.Context, refs []backend.Ref, queue string, p backend.ReceiveParams) ([]error, []backend.Delivery, error) {
+	errs, err := f.Ack(ctx, refs)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.combined.Add(int64(len(refs)))
+	ar, ok := f.Driver.(backend.AckReceiver)
+	if !ok {
+		return errs, nil, nil
+	}
+	_, ds, err := ar.AckReceive(ctx, nil, queue, p)
+	return errs, ds, err
+}
+
 // testBatchedAckOutcomes checks that each job of a batched ack is reported
 // with its own outcome: a per-delivery lost lease is lease_lost, a
 // per-delivery failure is learnt by acking that delivery alone, and a failure
 // of the whole batch falls back to acking each delivery alone.
 func testBatchedAckOutcomes(t *testing.T, open func(t *testing.T) *fila.Client) {
-	for _, whole := range []bool{false, true} {
-		t.Run(fmt.Sprintf("whole=%v", whole), func(t *testing.T) {
+	for _, tc := range []struct{ whole, combine bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		whole := tc.whole
+		t.Run(fmt.Sprintf("whole=%v,combine=%v", tc.whole, tc.combine), func(t *testing.T) {
 			// Like testConcurrency, both clients close the driver.
 			fd := &ackFaultDriver{Driver: open(t).Driver(), perRef: map[string]error{}}
-			c := clientOver(t, fd)
+			var drv backend.Driver = fd
+			if tc.combine {
+				// The acks go with the receive loop's claims (they
+				// may also go with AckBatch, by timing).
+				drv = &ackFaultReceiver{ackFaultDriver: fd}
+			}
+			c := clientOver(t, drv)
 			q := newQueue(t, c)
 			const n = 6
 			msgs := make([]fila.Message, n)
