@@ -34,6 +34,9 @@
 //     ErrUnsupported.
 //   - [MarkLister]: listing a Marker's marks. Without it Client.MessageCancel
 //     returns ErrUnsupported; the other mark features still work.
+//   - [AckReceiver]: acking and claiming in one round trip. Without it
+//     Client.AckReceive only acks (Ack) and claims nothing, and the worker
+//     acks on its own beside its receives.
 //   - [Pinger]: checking that the broker answers. Without it Client.Ping
 //     returns nil. (An [Opener] checks the broker itself before it returns.)
 //   - [Namer]: a short name ("postgres") for errors, logs and metrics.
