@@ -63,16 +63,27 @@ func TestRunTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Two Runs race; whichever comes second fails at once, while the
+	// other runs until ctx ends. (Waiting for the first to start by its
+	// goroutines could see it inside Run before it claimed the worker, and
+	// the test's own Run then ran forever.)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	waitFor(t, "Run to start", func() bool { return len(workerGoroutines()) > 0 })
-	if err := w.Run(ctx); err == nil || !strings.Contains(err.Error(), "twice") {
-		t.Errorf("second Run = %v; want an error", err)
+	defer cancel()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- w.Run(ctx) }()
+	}
+	select {
+	case err := <-errs:
+		if err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("the Run that returned first = %v; want an error saying Run was called twice", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("neither Run returned within a minute; the second should fail at once")
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v", err)
+	if err := <-errs; err != nil {
+		t.Errorf("Run = %v after its context ended; want nil", err)
 	}
 }
 
