@@ -73,6 +73,21 @@ func enqueue(t *testing.T, c *fila.Client, queue string, m fila.Message) string 
 	return id
 }
 
+// enqueueJobs enqueues n messages of kind "job" in one batch and returns
+// their ids, in order.
+func enqueueJobs(t *testing.T, c *fila.Client, queue string, n int) []string {
+	t.Helper()
+	msgs := make([]fila.Message, n)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "job"}
+	}
+	res, err := c.EnqueueBatch(context.Background(), queue, msgs)
+	if err != nil {
+		t.Fatalf("enqueue %d jobs: %v", n, err)
+	}
+	return res
+}
+
 // recorder collects OnJobStart and OnJobEnd events.
 type recorder struct {
 	mu     sync.Mutex

@@ -56,13 +56,7 @@ func TestAcksGoWithClaims(t *testing.T) {
 	c := clientOver(t, fd)
 	q := newQueue(t, c)
 	const n = 50
-	msgs := make([]fila.Message, n)
-	for i := range msgs {
-		msgs[i] = fila.Message{Kind: "job"}
-	}
-	if _, err := c.EnqueueBatch(context.Background(), q, msgs); err != nil {
-		t.Fatal(err)
-	}
+	enqueueJobs(t, c, q, n)
 	var rec recorder
 	cfg := fastConfig(q, 1)
 	rec.hook(&cfg)
@@ -640,13 +634,7 @@ func testConcurrency(t *testing.T, base *fila.Client) {
 	c := clientOver(t, hd)
 	const perQueue = 40 // more than leasesPerSlot times either limit
 	for q := range limits {
-		msgs := make([]fila.Message, perQueue)
-		for i := range msgs {
-			msgs[i] = fila.Message{Kind: "job"}
-		}
-		if _, err := c.EnqueueBatch(context.Background(), q, msgs); err != nil {
-			t.Fatal(err)
-		}
+		enqueueJobs(t, c, q, perQueue)
 	}
 	var rec recorder
 	cfg := fastConfig(qa, limits[qa])
@@ -912,14 +900,7 @@ func testBatchedAckOutcomes(t *testing.T, open func(t *testing.T) *fila.Client) 
 			c := clientOver(t, drv)
 			q := newQueue(t, c)
 			const n = 6
-			msgs := make([]fila.Message, n)
-			for i := range msgs {
-				msgs[i] = fila.Message{Kind: "job"}
-			}
-			ids, err := c.EnqueueBatch(context.Background(), q, msgs)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ids := enqueueJobs(t, c, q, n)
 			lost, flaky := ids[0], ids[1]
 			fd.mu.Lock()
 			if whole {
