@@ -103,45 +103,6 @@ func (s *suite) testCompeting(t *testing.T) {
 	}
 }
 
-// testWakeUp: a receive blocked on an empty queue returns soon after an
-// enqueue (contract: wake-up). The latency is logged.
-func (s *suite) testWakeUp(t *testing.T) {
-	cons, prod := s.client(t), s.client(t)
-	q := s.queue(t)
-	type result struct {
-		d   []*fila.Delivery
-		err error
-		at  time.Time
-	}
-	res := make(chan result, 1)
-	go func() {
-		ds, err := cons.Receive(ctxTimeout(t, 30*time.Second), q, fila.ReceiveParams{Max: 1, Lease: time.Minute})
-		res <- result{ds, err, time.Now()}
-	}()
-	// There is no portable way to observe that the receiver is blocked, so
-	// give it time to reach its wait; a late start only makes the wake-up
-	// look faster than it is, never slower.
-	time.Sleep(500 * time.Millisecond)
-	start := time.Now()
-	id := enqueue(t, prod, q, fila.Message{Kind: "wake"})
-	// The wake-up counts from the enqueue's return: before it, the message
-	// may not be stored yet (a loaded server can take seconds to store it,
-	// which is the enqueue's latency, not the receiver's).
-	sent := time.Now()
-	r := <-res
-	if r.err != nil {
-		t.Fatalf("blocked Receive: %v", r.err)
-	}
-	lat := r.at.Sub(sent)
-	t.Logf("wake-up latency: %v after the enqueue returned (the enqueue took %v)", lat, sent.Sub(start))
-	if r.d[0].ID != id {
-		t.Errorf("received %s, want %s", r.d[0].ID, id)
-	}
-	if lat > s.h.WakeupBound {
-		t.Errorf("blocked Receive returned %v after the enqueue; WakeupBound is %v", lat, s.h.WakeupBound)
-	}
-}
-
 // testCancel: a blocked receive returns the context's error promptly (contract: cancellation).
 func (s *suite) testCancel(t *testing.T) {
 	c := s.client(t)

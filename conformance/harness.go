@@ -110,7 +110,9 @@ type Harness struct {
 	RedeliveryBound time.Duration
 
 	// WakeupBound is how soon a Receive blocked on an empty queue must return
-	// after an enqueue; default 2s.
+	// after an enqueue (or another client's release) returned, beyond what a
+	// Receive of a message already waiting, started at that moment, takes;
+	// default 2s.
 	WakeupBound time.Duration
 
 	// Parallel bounds how many tests run at once; 0 runs them all at once
