@@ -64,22 +64,32 @@ func (s *suite) checkWakeUp(t *testing.T, what string, lat, took time.Duration) 
 	}
 }
 
+// received is what a blocked Receive returned, and when.
+type received struct {
+	ds  []*fila.Delivery
+	err error
+	at  time.Time
+}
+
+// blockedReceive starts a Receive of one message of q on c, leased for a
+// minute; the channel gets its result when it returns.
+func blockedReceive(t *testing.T, c *fila.Client, q string) <-chan received {
+	res := make(chan received, 1)
+	ctx := ctxTimeout(t, 30*time.Second)
+	go func() {
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 1, Lease: time.Minute})
+		res <- received{ds, err, time.Now()}
+	}()
+	return res
+}
+
 // testWakeUp: a receive blocked on an empty queue returns soon after an
 // enqueue (contract: wake-up). The latency is logged.
 func (s *suite) testWakeUp(t *testing.T) {
 	cons, prod := s.client(t), s.client(t)
 	q := s.queue(t)
 	pc := s.newPacer(t)
-	type result struct {
-		d   []*fila.Delivery
-		err error
-		at  time.Time
-	}
-	res := make(chan result, 1)
-	go func() {
-		ds, err := cons.Receive(ctxTimeout(t, 30*time.Second), q, fila.ReceiveParams{Max: 1, Lease: time.Minute})
-		res <- result{ds, err, time.Now()}
-	}()
+	res := blockedReceive(t, cons, q)
 	// There is no portable way to observe that the receiver is blocked, so
 	// give it time to reach its wait; a late start only makes the wake-up
 	// look faster than it is, never slower.
@@ -101,8 +111,8 @@ func (s *suite) testWakeUp(t *testing.T) {
 	lat := r.at.Sub(sent)
 	t.Logf("wake-up latency: %v after the enqueue returned (the enqueue took %v; a Receive of a waiting message started then took %v)",
 		lat, sent.Sub(start), took)
-	if r.d[0].ID != id {
-		t.Errorf("received %s, want %s", r.d[0].ID, id)
+	if r.ds[0].ID != id {
+		t.Errorf("received %s, want %s", r.ds[0].ID, id)
 	}
 	s.checkWakeUp(t, "enqueue", lat, took)
 }
@@ -129,16 +139,7 @@ func (s *suite) testReleaseWakesOthers(t *testing.T) {
 	} else if err := w.Ack(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Fatalf("Ack of the warm-up message: %v", err)
 	}
-	type result struct {
-		ds  []*fila.Delivery
-		err error
-		at  time.Time
-	}
-	res := make(chan result, 1)
-	go func() {
-		ds, err := waiter.Receive(ctxTimeout(t, 30*time.Second), q, fila.ReceiveParams{Lease: time.Minute})
-		res <- result{ds, err, time.Now()}
-	}()
+	res := blockedReceive(t, waiter, q)
 	time.Sleep(500 * time.Millisecond) // let it block; see testWakeUp
 	start := time.Now()
 	if err := d.Release(ctxTimeout(t, 10*time.Second)); err != nil {
