@@ -21,14 +21,17 @@
 // Open (and New) talk to the server before they return (they detect what it
 // supports and create Fila's indexes), within ctx and the connection
 // string's serverSelectionTimeoutMS (30 s by default): an unreachable
-// server fails there with fila.ErrUnavailable. The MongoDB driver
-// reconnects by itself afterwards.
+// server fails there with fila.ErrUnavailable, and so does a mongodb+srv
+// host whose SRV record cannot be looked up (that lookup, by the MongoDB
+// driver, does not follow ctx). The MongoDB driver reconnects by itself
+// afterwards.
 //
 // # URL parameters
 //
 // Parameters starting with fila_ are Fila's; an unknown one fails with
 // fila.ErrInvalid. Every other parameter goes to the MongoDB driver, which
-// validates it.
+// validates it; one it does not know either (the MongoDB driver would
+// ignore it) fails with fila.ErrInvalid naming it.
 //
 //	parameter              default     meaning
 //	fila_database          URL path,   database of Fila's collections (Options.Database)

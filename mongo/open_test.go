@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		"mongodb://127.0.0.1:1/?fila_database=a/b",
 		"mongodb://127.0.0.1:1/?fila_prefix=a$b",
 		"mongodb://127.0.0.1:1/?maxPoolSize=many",
+		"mongodb://127.0.0.1:1/?tokne=abc",
+		"mongodb+srv://nosuchhost.invalid/?tokne=abc",
+		"mongodb://127.0.0.1:1/?maxPoolSize=5&Tokne=abc",
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
@@ -36,6 +40,56 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		if drv != nil {
 			_ = drv.Close()
 		}
+	}
+}
+
+// TestOpenNamesUnknownParameters: a parameter neither Fila nor the MongoDB
+// driver knows is refused by name, without its value (a misspelt token
+// parameter carries a secret) or the URL's password; known MongoDB options,
+// whatever their case, and the SRV-only ones on a mongodb+srv URL pass the
+// check.
+func TestOpenNamesUnknownParameters(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse("mongodb://fila:pw-s3cret@127.0.0.1:1/?maxpoolsize=5&tokne=val-s3cret&w=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = Open(ctx, u, backend.OpenOptions{})
+	if !errors.Is(err, fila.ErrInvalid) || !strings.Contains(err.Error(), `"tokne"`) {
+		t.Errorf("Open with ?tokne=: %v; want ErrInvalid naming \"tokne\"", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Open's error shows a secret: %v", err)
+	}
+	for _, q := range []url.Values{
+		{"maxPoolSize": {"5"}, "MAXPOOLSIZE": {"5"}, "retryWrites": {"false"}},
+		{"srvMaxHosts": {"2"}, "srvServiceName": {"mongodb"}},
+	} {
+		if got := unknownParams(q); len(got) > 0 {
+			t.Errorf("unknownParams(%v) = %v, want none", q, got)
+		}
+	}
+}
+
+// TestOpenUnresolvableSRV: a mongodb+srv host whose SRV record does not
+// resolve is a broker that cannot be reached (ErrUnavailable), not a bad
+// URL.
+func TestOpenUnresolvableSRV(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := fila.Open(ctx, "mongodb+srv://fila:pw-s3cret@nosuchhost.invalid/?fila_database=x")
+	if err == nil {
+		_ = c.Close()
+		t.Fatal("Open of an unresolvable mongodb+srv host succeeded")
+	}
+	if !errors.Is(err, fila.ErrUnavailable) || errors.Is(err, fila.ErrInvalid) {
+		t.Errorf("Open of an unresolvable mongodb+srv host: %v; want ErrUnavailable (not ErrInvalid)", err)
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Open's error shows the password: %v", err)
 	}
 }
 
