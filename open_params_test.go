@@ -1,0 +1,113 @@
+package fila_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
+	_ "github.com/fila-go/fila/memory"
+	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/postgres"
+	_ "github.com/fila-go/fila/rabbitmq"
+	_ "github.com/fila-go/fila/redis"
+)
+
+// TestOpenRefusesUnknownParameters holds every registered scheme to the
+// Opener contract (backend.Opener): a query parameter the driver does not
+// know is an ErrInvalid error, whether the driver checks it before
+// connecting or the broker refuses it, and the error names the parameter
+// but never the URL's password. Hosts are the test servers, for drivers
+// that reach the broker before the parameter is refused.
+func TestOpenRefusesUnknownParameters(t *testing.T) {
+	const param = "tokne" // a misspelt token: its value may be a secret
+	withScheme := func(scheme string, raw func(testing.TB) string) func(testing.TB) string {
+		return func(tb testing.TB) string {
+			u, err := url.Parse(raw(tb))
+			if err != nil {
+				tb.Fatalf("test URL: %v", err)
+			}
+			u.Scheme = scheme
+			return u.String()
+		}
+	}
+	literal := func(raw string) func(testing.TB) string { return func(testing.TB) string { return raw } }
+	rows := []struct {
+		scheme string
+		url    func(testing.TB) string
+	}{
+		{"mem", literal("mem://open-params")},
+		{"postgres", withScheme("postgres", testenv.PostgresURL)},
+		{"postgresql", withScheme("postgresql", testenv.PostgresURL)},
+		{"redis", withScheme("redis", testenv.RedisURL)},
+		{"rediss", withScheme("rediss", testenv.RedisURL)},
+		{"amqp", withScheme("amqp", testenv.RabbitMQURL)},
+		{"amqps", withScheme("amqps", testenv.RabbitMQURL)},
+		{"mongodb", withScheme("mongodb", testenv.MongoURL)},
+		// The check comes before the SRV lookup, so no SRV record is needed.
+		{"mongodb+srv", literal("mongodb+srv://nosuchhost.invalid/")},
+	}
+	var covered []string
+	for _, r := range rows {
+		covered = append(covered, r.scheme)
+	}
+	for _, s := range fila.Schemes() {
+		if !slices.Contains(covered, s) {
+			t.Errorf("scheme %s is registered but has no row here", s)
+		}
+	}
+	for _, r := range rows {
+		t.Run(r.scheme, func(t *testing.T) {
+			t.Parallel()
+			u, err := url.Parse(r.url(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			secret := withPassword(u)
+			q := u.Query()
+			q.Set(param, "abc")
+			u.RawQuery = q.Encode()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := fila.Open(ctx, u.String())
+			if err == nil {
+				_ = c.Close()
+				t.Fatalf("Open(%s) succeeded; want ErrInvalid for ?%s=", fila.Redact(u.String()), param)
+			}
+			if !errors.Is(err, fila.ErrInvalid) {
+				t.Errorf("Open with ?%s=: %v; want an error matching fila.ErrInvalid", param, err)
+			}
+			if !strings.Contains(err.Error(), param) {
+				t.Errorf("Open with ?%s=: %v; want the parameter named", param, err)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("Open with ?%s=: the error shows the URL's password: %v", param, err)
+			}
+		})
+	}
+}
+
+// withPassword gives u a password that is easy to find in an error, and
+// returns it. A password the URL has already (its server may need it) is
+// kept, unless it could appear in an error for another reason (it is the
+// user name, as in guest:guest, or too short to look for): the drivers
+// that check the parameter before connecting never use it, and the one
+// whose broker refuses it (PostgreSQL) runs on a server that needs no
+// password in the test setup or has one of its own.
+func withPassword(u *url.URL) string {
+	user := "fila"
+	if u.User != nil {
+		user = u.User.Username()
+		if pw, ok := u.User.Password(); ok && pw != user && len(pw) >= 6 {
+			return pw
+		}
+	}
+	const secret = "pw-S3cret-f1la"
+	u.User = url.UserPassword(user, secret)
+	return secret
+}
