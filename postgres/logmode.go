@@ -34,7 +34,8 @@ const (
 
 // newLogStatements returns the statements of the log mode. The functions
 // they call are defined in migrations/0005_log.sql (rotation's two in
-// 0006_log_rotate_snapshot.sql); the statements keep the
+// 0006_log_rotate_snapshot.sql, log_receive in 0007_log_receive_max.sql);
+// the statements keep the
 // parameters and result columns of the skip-locked mode's, so the Go code
 // around them (notifications, waiting, dedup holders, paging) is shared.
 func newLogStatements(schema string) statements {
