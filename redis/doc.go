@@ -92,7 +92,11 @@
 // Delays, retries and expired leases created by other clients after it
 // began waiting are noticed within fila_block plus a round trip.
 // A cancelled Receive returns at once; its blocking read ends in the
-// background within fila_block, holding its connection until then.
+// background within fila_block, holding its connection until then. A claim
+// it has already sent (the receive transaction) is not abandoned: it runs
+// to its end, under a timeout of its own (10 s), and the Receive returns
+// what it claimed, which fila.Client.Receive gives back at once (contract:
+// cancellation).
 //
 // # Redis Cluster and Sentinel
 //

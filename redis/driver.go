@@ -316,11 +316,31 @@ func (d *Driver) token() string {
 	return d.tokBase + strconv.FormatUint(d.tokSeq.Add(1), 36)
 }
 
+// claimTimeout bounds a claim that Receive has sent, which runs under a
+// context of its own (see claimContext).
+const claimTimeout = 10 * time.Second
+
+// claimContext returns the context of a claim that Receive sends: ctx's
+// values without its end, and a timeout of its own. A claim sent to the
+// server runs there whatever the client does, so abandoning it when the
+// caller's ctx ends (a reply read cut off by a deadline, the receive
+// script that follows the fast path's XREADGROUP, or the one run again
+// after NOSCRIPT) would leave what it claimed leased, or without a
+// deadline at all, while nobody got it. Receive waits for the claim and
+// returns what it claimed, even when ctx ended meanwhile; the portable
+// layer gives such deliveries back at once.
+func claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+}
+
 // Receive claims with the fast path (see fastrecv.go) while no lease is
 // known to have expired, else with the claim script (promote due delayed
 // messages, take over expired leases, read new entries); when it finds
 // nothing it waits on the stream with XREAD BLOCK until a new entry arrives,
 // the next known due time comes, or Options.Block passes, then claims again.
+// Only the wait ends when ctx does: a claim runs to its end under
+// claimContext, and what it claimed is returned with a nil error even if ctx
+// ended meanwhile.
 func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	k := d.keys(queue)
 	// due: the last wait ended at a known due time, so something is likely
@@ -337,13 +357,22 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			err error
 		)
 		fast := p.Max >= d.o.fastMin && !due && d.fastOK(queue)
+		cctx, cancel := claimContext(ctx)
 		if fast {
-			res, err = d.claimFast(ctx, queue, k, p, tok, nil)
+			res, err = d.claimFast(cctx, queue, k, p, tok, nil)
 		} else {
-			res, err = d.claimScript(ctx, queue, k, p, tok, nil)
+			res, err = d.claimScript(cctx, queue, k, p, tok, nil)
 		}
+		cancel()
 		switch {
 		case err != nil:
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, backend.ErrUnavailable) {
+				// claimContext's own timeout.
+				err = fmt.Errorf("fila/redis: the claim took longer than %v: %w: %w", claimTimeout, backend.ErrUnavailable, err)
+			}
 			return nil, err
 		case len(res.ds) > 0 || (res.got && !fast):
 			return res.ds, nil
