@@ -133,7 +133,12 @@
 // # Errors
 //
 // A call whose context ended returns the context's error, whatever the
-// server said. Failures a retry may cure wrap fila.ErrUnavailable: network
+// server said, with one exception: a Receive whose claim (findAndModify,
+// or the updateMany of a batch) was already sent waits for it, under a
+// timeout of its own (10 s), and returns what it claimed, which
+// fila.Client.Receive gives back at once (contract: cancellation); a
+// cancelled claim would still run on the server and leave the messages
+// leased to nobody for a whole lease. Failures a retry may cure wrap fila.ErrUnavailable: network
 // errors, no reachable primary, a server shutting down or stepping down,
 // an operation the server interrupted or timed out while the caller still
 // waited. Refused credentials or permissions (AuthenticationFailed,

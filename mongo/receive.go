@@ -21,7 +21,9 @@ var claimSort = bson.D{{Key: "due", Value: 1}, {Key: "_id", Value: 1}}
 // change-stream event or a local enqueue for the queue, the next due time
 // of the queue (a delay ending, a lease expiring), or the poll interval.
 // A poll first reads the queue's next due time and claims only when a
-// message is due, so idle receivers only read.
+// message is due, so idle receivers only read. The waits end when ctx
+// does; a claim sent runs to its end (see claimContext), and what it
+// claimed is returned with a nil error even when ctx ended meanwhile.
 func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	poll := MinPollInterval
 	claimNow := true
@@ -43,7 +45,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			claimNow = !next.IsZero() && !next.After(time.Now())
 		}
 		if claimNow {
-			ds, err := d.claimGraceful(ctx, queue, p)
+			ds, err := d.claim(ctx, queue, p)
 			if len(ds) > 0 {
 				return ds, nil
 			}
@@ -118,30 +120,32 @@ func withoutDeadline(ctx context.Context) (context.Context, context.CancelFunc) 
 	return rctx, func() { stop(); cancel() }
 }
 
-// claimGrace is how long a claim already sent may run on after the
-// caller's context ended.
-const claimGrace = 2 * time.Second
+// claimTimeout bounds a claim that Receive has sent, which runs under a
+// context of its own (see claimContext).
+const claimTimeout = 10 * time.Second
 
-// claimGraceful runs a claim that is not cut off the moment ctx ends: a
-// claim the server completes after the client gave up would leave messages
-// leased, unseen, until their leases expire. The claim gets claimGrace
-// after ctx ends to finish; what it claimed is returned even though ctx has
-// ended (the caller gets the deliveries, not an error, and loses nothing).
-// Like waitRead, the claim carries no deadline, hence no maxTimeMS.
-func (d *Driver) claimGraceful(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
+// claimContext returns the context of a claim that Receive sends: ctx's
+// values without its end, and a timeout of its own. A claim the server
+// completes after the client gave up (a cancelled mongo call still runs
+// there) would leave messages leased to nobody until their leases expire,
+// so a claim sent runs to its end, and what it claimed is returned even
+// though ctx has ended (the portable layer gives it back at once). The
+// timeout is a cancellation, not a deadline: like waitRead's, the claim
+// carries no maxTimeMS.
+func claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(claimGrace, cancel)
-		context.AfterFunc(cctx, func() { t.Stop() })
-	})
-	defer stop()
-	return d.claim(cctx, queue, p)
+	t := time.AfterFunc(claimTimeout, cancel)
+	return cctx, func() { t.Stop(); cancel() }
 }
 
+// claim claims up to p.Max messages. What only reads (claimMany's look
+// for candidates) ends with ctx; the writes that claim, and what must
+// follow them, run under claimContext.
 func (d *Driver) claim(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	if p.Max <= 1 {
-		doc, err := d.claimOne(ctx, queue, p.Lease)
+		cctx, cancel := claimContext(ctx)
+		defer cancel()
+		doc, err := d.claimOne(cctx, queue, p.Lease)
 		if err != nil || doc == nil {
 			return nil, err
 		}
@@ -190,72 +194,103 @@ func claimUpdate(receipt string, now time.Time, lease time.Duration) bson.D {
 // otherwise a third round trip reads back those carrying this call's
 // receipt. Receipts are unique per call; a ref also names the message id,
 // so fencing stays per message.
+//
+// The read of the candidates ends with ctx (nothing is claimed yet); the
+// updateMany and the read-back after it run under claimContext.
 func (d *Driver) claimMany(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	for try := 0; try < 3; try++ {
 		now := time.Now()
 		filter := claimFilter(queue, now)
-		cur, err := d.msgs.Find(ctx, filter, options.Find().SetSort(claimSort).SetLimit(int64(p.Max)))
+		cands, err := d.candidates(ctx, filter, p.Max)
 		if err != nil {
-			return nil, err
-		}
-		var cands []msgDoc
-		if err := cur.All(ctx, &cands); err != nil {
 			return nil, err
 		}
 		if len(cands) == 0 {
 			return nil, nil
 		}
-		ids := make([]string, len(cands))
-		which := make(bson.A, len(cands))
-		for i := range cands {
-			ids[i] = cands[i].ID
-			which[i] = bson.D{{Key: "_id", Value: cands[i].ID}, {Key: "a", Value: cands[i].Attempts}}
-		}
-		receipt := newReceipt()
-		deadline := ceilMS(now.Add(p.Lease))
-		upd := append(bson.D{{Key: "$or", Value: which}}, filter...)
-		res, err := d.msgs.UpdateMany(ctx, upd, claimUpdate(receipt, now, p.Lease))
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if res.ModifiedCount == 0 {
+		out, again, err := d.claimCandidates(ctx, cands, filter, now, p.Lease)
+		if again {
 			continue // competing consumers took them all; look again
 		}
-		if int(res.ModifiedCount) == len(cands) {
-			out := make([]backend.Delivery, len(cands))
-			for i := range cands {
-				doc := &cands[i]
-				doc.Attempts++
-				doc.Receipt, doc.Due, doc.Leased = receipt, deadline, true
-				out[i] = doc.delivery()
-			}
-			return out, nil
-		}
-		order := make(map[string]int, len(cands))
-		for i, id := range ids {
-			order[id] = i
-		}
-		cur, err = d.msgs.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "r", Value: receipt}})
-		if err != nil {
-			return nil, err
-		}
-		var docs []msgDoc
-		if err := cur.All(ctx, &docs); err != nil {
-			return nil, err
-		}
-		placed := make([]*msgDoc, len(cands))
-		for i := range docs {
-			placed[order[docs[i].ID]] = &docs[i]
-		}
-		out := make([]backend.Delivery, 0, len(docs))
-		for _, doc := range placed {
-			if doc != nil {
-				out = append(out, doc.delivery())
-			}
-		}
-		return out, nil
+		return out, err
 	}
 	return nil, nil
+}
+
+// candidates reads the first claimable messages of filter, ending when ctx
+// does, without ctx's deadline (see waitRead).
+func (d *Driver) candidates(ctx context.Context, filter bson.D, limit int) ([]msgDoc, error) {
+	rctx, cancel := withoutDeadline(ctx)
+	defer cancel()
+	cur, err := d.msgs.Find(rctx, filter, options.Find().SetSort(claimSort).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, err
+	}
+	var cands []msgDoc
+	if err := cur.All(rctx, &cands); err != nil {
+		return nil, err
+	}
+	return cands, nil
+}
+
+// claimCandidates claims what it can of cands with one updateMany, under
+// claimContext, and returns the deliveries; again when none could be
+// claimed.
+func (d *Driver) claimCandidates(ctx context.Context, cands []msgDoc, filter bson.D, now time.Time, lease time.Duration) (_ []backend.Delivery, again bool, _ error) {
+	ctx, cancel := claimContext(ctx)
+	defer cancel()
+	ids := make([]string, len(cands))
+	which := make(bson.A, len(cands))
+	for i := range cands {
+		ids[i] = cands[i].ID
+		which[i] = bson.D{{Key: "_id", Value: cands[i].ID}, {Key: "a", Value: cands[i].Attempts}}
+	}
+	receipt := newReceipt()
+	deadline := ceilMS(now.Add(lease))
+	upd := append(bson.D{{Key: "$or", Value: which}}, filter...)
+	res, err := d.msgs.UpdateMany(ctx, upd, claimUpdate(receipt, now, lease))
+	if err != nil {
+		return nil, false, err
+	}
+	if res.ModifiedCount == 0 {
+		return nil, true, nil
+	}
+	if int(res.ModifiedCount) == len(cands) {
+		out := make([]backend.Delivery, len(cands))
+		for i := range cands {
+			doc := &cands[i]
+			doc.Attempts++
+			doc.Receipt, doc.Due, doc.Leased = receipt, deadline, true
+			out[i] = doc.delivery()
+		}
+		return out, false, nil
+	}
+	order := make(map[string]int, len(cands))
+	for i, id := range ids {
+		order[id] = i
+	}
+	cur, err := d.msgs.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "r", Value: receipt}})
+	if err != nil {
+		return nil, false, err
+	}
+	var docs []msgDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, false, err
+	}
+	placed := make([]*msgDoc, len(cands))
+	for i := range docs {
+		placed[order[docs[i].ID]] = &docs[i]
+	}
+	out := make([]backend.Delivery, 0, len(docs))
+	for _, doc := range placed {
+		if doc != nil {
+			out = append(out, doc.delivery())
+		}
+	}
+	return out, false, nil
 }
 
 // nextDue returns the earliest due time of the queue's messages (zero when
