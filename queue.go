@@ -579,38 +579,49 @@ var errPaused = errors.New("fila: queue paused")
 // context with errPaused and what the driver claimed goes back.
 func (c *Client) receiveUnlessPaused(cl entered, qc *queueControl, queue string, p backend.ReceiveParams,
 	claim func(context.Context) ([]backend.Delivery, error)) ([]backend.Delivery, error) {
-	if qc == nil {
+	call := func() ([]backend.Delivery, error) {
 		if claim != nil {
 			return claim(cl.ctx)
 		}
 		return c.drv.Receive(cl.ctx, queue, p)
 	}
-	key, ok := qc.addReceiver(cl.cancel)
-	if !ok {
-		return nil, errPaused
+	if qc != nil {
+		key, ok := qc.addReceiver(cl.cancel)
+		if !ok {
+			return nil, errPaused
+		}
+		defer qc.removeReceiver(key)
 	}
-	defer qc.removeReceiver(key)
-	var (
-		bds []backend.Delivery
-		err error
-	)
-	if claim != nil {
-		bds, err = claim(cl.ctx)
-	} else {
-		bds, err = c.drv.Receive(cl.ctx, queue, p)
+	bds, err := call()
+	if len(bds) > p.Max {
+		// A driver bug; the caller sized its work by Max (a worker counts
+		// its free slots by it), so the extra ones go back.
+		c.opts.logger.Error("fila: the driver returned more deliveries than Max; the extra ones are given back",
+			slog.String("queue", queue), slog.Int("max", p.Max), slog.Int("returned", len(bds)))
+		c.giveBack(queue, bds[p.Max:], "returned past Max")
+		bds = bds[:p.Max]
 	}
 	if errors.Is(context.Cause(cl.ctx), errPaused) {
 		// The pause was seen while the driver was claiming: what it claimed
 		// goes back at once (a delivery, counted like any other), so
 		// nothing is handed out after a pause was seen.
-		c.giveBack(queue, bds)
+		c.giveBack(queue, bds, "claimed as its queue was paused")
 		return nil, errPaused
+	}
+	if cerr := cl.ctx.Err(); cerr != nil && len(bds) > 0 {
+		// The call's context ended while the driver completed a claim it
+		// had sent (a driver never abandons one): nobody will handle these,
+		// so they go back at once instead of waiting out their leases
+		// (contract: cancellation).
+		c.giveBack(queue, bds, "claimed as the call's context ended")
+		return nil, cerr
 	}
 	return bds, err
 }
 
-// giveBack releases claimed deliveries that will not be handed out.
-func (c *Client) giveBack(queue string, bds []backend.Delivery) {
+// giveBack releases claimed deliveries that will not be handed out; why
+// says why, for the log line of a release that failed.
+func (c *Client) giveBack(queue string, bds []backend.Delivery, why string) {
 	if len(bds) == 0 {
 		return
 	}
@@ -618,8 +629,9 @@ func (c *Client) giveBack(queue string, bds []backend.Delivery) {
 	defer cancel()
 	for _, bd := range bds {
 		ref := backend.Ref{Queue: queue, ID: bd.ID, Receipt: bd.Receipt}
-		if err := c.drv.Retry(ctx, ref, 0, ""); err != nil && !errors.Is(err, ErrLeaseLost) {
-			c.opts.logger.Warn("fila: giving back a message claimed as its queue was paused failed; it comes back when its lease expires",
+		err := c.drv.Retry(ctx, ref, 0, "")
+		if err != nil && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrClosed) {
+			c.opts.logger.Warn("fila: giving back a message "+why+" failed; it comes back when its lease expires",
 				slog.String("queue", queue), slog.String("id", bd.ID), slog.Any("error", err))
 		}
 	}

@@ -17,7 +17,11 @@ type Driver interface {
 
 	// Receive blocks until at least one message of queue is ready, then claims
 	// up to p.Max of them under leases of p.Lease. It returns ctx.Err() when ctx
-	// ends first.
+	// ends while it waits. A claim it has sent to the broker is not abandoned
+	// when ctx ends: Receive waits for its answer (under a timeout of its
+	// own) and returns what it claimed, which the portable layer gives back
+	// at once when the caller's context has ended. It never returns more
+	// than p.Max deliveries.
 	Receive(ctx context.Context, queue string, p ReceiveParams) ([]Delivery, error)
 
 	// Ack deletes the messages whose receipts are current. errs has one entry

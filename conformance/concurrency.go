@@ -135,7 +135,7 @@ func (s *suite) testCancel(t *testing.T) {
 }
 
 // testCancelLosesNothing: messages claimed while a receive is being
-// cancelled are not lost; their leases expire (contract: cancellation).
+// cancelled are not lost: they are given back (contract: cancellation).
 func (s *suite) testCancelLosesNothing(t *testing.T) {
 	c, prod := s.client(t), s.client(t)
 	q := s.queue(t)

@@ -63,6 +63,8 @@ func Run(t *testing.T, h Harness) {
 		{"ReleaseWakesOtherReceivers", s.testReleaseWakesOthers},
 		{"CancelledReceiveReturnsPromptly", s.testCancel},
 		{"CancellationLosesNothing", s.testCancelLosesNothing},
+		{"ShortPollingGetsDelayed", s.testShortPolling},
+		{"MaxAfterLateCommit", s.testMaxAfterLateCommit},
 		{"CloseEndsEverything", s.testClose},
 		{"BadInputIsRefused", s.testBadInput},
 		{"LimitsAtAndPastTheEdge", s.testLimits},

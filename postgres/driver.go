@@ -78,6 +78,8 @@ type Driver struct {
 
 	// done is closed by Close; it ends blocked receives and the listener.
 	done      chan struct{}
+	doneCtx   context.Context // ends at Close, for statements that outlive their caller's context
+	endDone   context.CancelFunc
 	closeOnce sync.Once
 	startOnce sync.Once
 	lwg       sync.WaitGroup
@@ -168,6 +170,7 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 		done:    make(chan struct{}),
 		mode:    o.Mode,
 	}
+	d.doneCtx, d.endDone = context.WithCancel(context.Background())
 	if o.Mode == ModeLog {
 		d.q = newLogStatements(o.Schema)
 		d.log = d.log.With(slog.String("mode", ModeLog))
@@ -228,6 +231,7 @@ func (d *Driver) Close() error {
 		d.lmu.Lock()
 		d.closed = true
 		close(d.done)
+		d.endDone()
 		cancel := d.lcancel
 		d.lmu.Unlock()
 		if cancel != nil {

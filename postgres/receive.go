@@ -18,6 +18,10 @@ import (
 // at it instead.
 const minWait = 10 * time.Millisecond
 
+// claimTimeout bounds a claim statement, which runs on to its end when the
+// caller's context ends (see claim).
+const claimTimeout = 30 * time.Second
+
 // Receive claims up to p.Max messages in one statement; when none is ready
 // it waits for a notification of queue, for the queue's next run-at or lease
 // deadline, or for the poll interval, whichever comes first, and claims
@@ -40,6 +44,9 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 	}()
 	woken := false
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err // before a claim is sent: nothing to complete
+		}
 		var next *int64
 		ds, err := d.claim(ctx, d.q.claim, queue, p, false, &next)
 		if err != nil {
@@ -85,8 +92,17 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 // also reads how long until the queue's next message is due into *next (in
 // microseconds; nil when the queue is empty), for a claim that comes back
 // empty.
+//
+// A claim is not abandoned when ctx ends: it runs under a context of its
+// own (claimTimeout, or Close), because a cancelled statement may still
+// commit its leases on the server, and the client gives back what a claim
+// returns after the caller's context ended (contract: cancellation).
 func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.ReceiveParams, early bool, next **int64) ([]backend.Delivery, error) {
 	d.claims.Add(1)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	stop := context.AfterFunc(d.doneCtx, cancel)
+	defer stop()
 	var (
 		rows pgx.Rows
 		br   pgx.BatchResults
@@ -141,7 +157,8 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 		br = nil
 	}
 	if err != nil {
-		// The claim may have committed: those leases expire (contract: cancellation).
+		// The claim may have committed (a timeout, a lost connection):
+		// those leases expire (contract: cancellation).
 		return nil, mapErr(ctx, "receive", err)
 	}
 	// RETURNING has no order: restore the claim order (oldest first).

@@ -263,7 +263,7 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 		retry = receiveRetryMin
 		outage.Up("fila worker: receiving works again", slog.String("queue", queue))
 		for range len(ds) - 1 {
-			slots <- struct{}{} // never blocks: we asked for no more than were free
+			slots <- struct{}{} // never blocks: Client.Receive returns no more than the Max we asked, the free slots
 		}
 		if ctx.Err() != nil {
 			// Shutdown began while these were being received: give them
