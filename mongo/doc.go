@@ -110,7 +110,15 @@
 // server, above); no change streams (receivers poll); findOneAndUpdate is
 // not atomic under concurrency, so two consumers can claim one message at
 // once (the first one's settlement then gets ErrLeaseLost) and two callers
-// can take over one expired mark: use one consumer per queue there, or real
+// can take over one expired mark. So a dedup key's unique period
+// (fila.Message.UniqueFor) is only held once per period for producers
+// that do not race: concurrent producers of one key can each start the
+// next period when the last one has expired, and all store their message
+// (four producers on one key with 5 s periods stored five messages where
+// three periods passed). The very first period of a key, and every period
+// on MongoDB, is atomic: there the mark is taken by one conditional
+// upsert, refused as a duplicate _id while the mark lives. Use one
+// consumer per queue, and one producer per unique key, there, or real
 // MongoDB. It has no TTL indexes, so expired marks are deleted only when
 // listed, and it sorts in its own process, so claims slow down as a queue
 // grows. FerretDB v1.24 on SQLite can leave a pooled connection broken
