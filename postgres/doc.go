@@ -28,9 +28,11 @@
 // # URL parameters
 //
 // Parameters starting with fila_ are Fila's; an unknown one fails with
-// fila.ErrInvalid. Every other parameter goes to pgx unchanged: its
+// fila.ErrInvalid. Every other parameter goes to pgx byte for byte (pgx
+// decodes it as libpq does: %20 is a space, '+' a plus sign): its
 // connection and pool settings, and, for names pgx does not know, server
-// run-time settings (search_path, …).
+// run-time settings (search_path, …). A name the server does not know
+// either fails at open with fila.ErrInvalid.
 //
 //	parameter             default   meaning
 //	fila_schema           fila      schema of Fila's tables: lower-case letters, digits
@@ -48,6 +50,23 @@
 //	                                takes new rows before rotation (Options.RotateInterval)
 //	any other             pgx's     passed to pgx: sslmode, pool_max_conns,
 //	                                application_name, default_query_exec_mode, …
+//
+// # Isolation level
+//
+// Every statement and function of the driver, in both modes, is written for
+// READ COMMITTED. Under a REPEATABLE READ or SERIALIZABLE default (ALTER
+// ROLE or ALTER DATABASE ... SET default_transaction_isolation) the log mode
+// lost messages and settled leases twice, so the driver never runs at
+// another level: Open sets default_transaction_isolation=read committed at
+// connection start when the server's default for the role differs, and a
+// URL that asks for another level fails with fila.ErrInvalid. A pooler that
+// refuses the parameter at connection start (PgBouncer) makes Open fail
+// with fila.ErrInvalid: set the level on the role the pooler connects as.
+// New checks the pool it is given and fails with fila.ErrInvalid when its
+// connections run at another level: set RuntimeParams
+// ["default_transaction_isolation"] = "read committed" in the pool's
+// config. Transactions of your own that EnqueueTx writes into may use any
+// level.
 //
 // # Durability
 //

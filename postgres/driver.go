@@ -116,6 +116,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Driver, error) {
 	if pool == nil {
 		return nil, backend.Invalidf("postgres.New: pool is nil")
 	}
+	if err := checkIsolation(ctx, pool); err != nil {
+		return nil, err
+	}
 	return newDriver(ctx, pool, false, o)
 }
 

@@ -31,7 +31,8 @@ func IsRetryable(err error) bool { return errors.Is(err, ErrUnavailable) }
 //
 //   - when ctx has ended, ctx.Err() itself (errors.Is holds for
 //     context.Canceled and context.DeadlineExceeded);
-//   - invalid input the server rejects (22xxx data exceptions) wraps
+//   - invalid input the server rejects (22xxx data exceptions) and a URL
+//     parameter the server (or a pooler) does not know wrap
 //     backend.ErrInvalid;
 //   - refused credentials (class 28: wrong password, unknown role, a
 //     pg_hba.conf reject) and missing privileges (42501) wrap
@@ -61,6 +62,13 @@ func mapErr(ctx context.Context, op string, err error) error {
 		case strings.HasPrefix(pe.Code, "28"), // invalid authorization: wrong password (28P01), unknown role, pg_hba reject (28000)
 			pe.Code == "42501": // insufficient privilege
 			return fmt.Errorf("fila/postgres: %s: %w: %w", op, backend.ErrAccessDenied, err)
+		case pe.Code == "42704" && strings.Contains(pe.Message, "configuration parameter"),
+			pe.Code == "08P01" && strings.Contains(pe.Message, "startup parameter"):
+			// A URL parameter neither pgx nor Fila knows, passed to the
+			// server as a setting it does not have (or that a pooler
+			// such as PgBouncer does not pass on).
+			return fmt.Errorf("fila/postgres: %s: %w: %s (a URL parameter that is not a pgx option, a fila_ parameter or a setting the server accepts at connection start?)",
+				op, backend.ErrInvalid, pe.Message)
 		case strings.HasPrefix(pe.Code, "22"): // data exception
 			return fmt.Errorf("fila/postgres: %s: %w: %s", op, backend.ErrInvalid, pe.Message)
 		case strings.HasPrefix(pe.Code, "08"), // connection exception

@@ -95,7 +95,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		return err
 	}
 	q := quoteIdent(schema)
-	tx, err := pool.Begin(ctx)
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return mapErr(ctx, "migrate", err)
 	}

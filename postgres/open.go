@@ -57,9 +57,9 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 	if err != nil {
 		return nil, backend.Invalidf("postgres URL: %v", err)
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := openPool(ctx, cfg)
 	if err != nil {
-		return nil, mapErr(ctx, "open pool", err)
+		return nil, err
 	}
 	d, err := newDriver(ctx, pool, true, o)
 	if err != nil {
@@ -70,17 +70,29 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 }
 
 // parseURL splits u's query into Fila's options (the fila_ parameters) and
-// the connection string handed to pgx (everything else).
+// the connection string handed to pgx (everything else, byte for byte:
+// pgx decodes a query as libpq does, where '+' is a plus sign, not a space,
+// so re-encoding the parameters would change their values).
 func parseURL(u *url.URL) (Options, string, error) {
-	all := u.Query()
-	own := url.Values{}
-	rest := url.Values{}
-	for k, v := range all {
-		if strings.HasPrefix(strings.ToLower(k), paramPrefix) {
-			own[k] = v
-		} else {
-			rest[k] = v
+	var ownRaw, restRaw []string
+	for _, pair := range strings.Split(u.RawQuery, "&") {
+		if pair == "" {
+			continue
 		}
+		rawKey, _, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(rawKey)
+		if err != nil {
+			return Options{}, "", backend.Invalidf("postgres URL: query parameter %q: %v", rawKey, err)
+		}
+		if strings.HasPrefix(strings.ToLower(key), paramPrefix) {
+			ownRaw = append(ownRaw, pair)
+		} else {
+			restRaw = append(restRaw, pair)
+		}
+	}
+	own, err := url.ParseQuery(strings.Join(ownRaw, "&"))
+	if err != nil {
+		return Options{}, "", backend.Invalidf("postgres URL: %v", err)
 	}
 	p := backend.NewURLParams(&url.URL{RawQuery: own.Encode()})
 	var o Options
@@ -109,6 +121,7 @@ func parseURL(u *url.URL) (Options, string, error) {
 		return Options{}, "", err
 	}
 	cu := *u
-	cu.RawQuery = rest.Encode()
+	cu.RawQuery = strings.Join(restRaw, "&")
+	cu.ForceQuery = false
 	return o, cu.String(), nil
 }
