@@ -109,16 +109,18 @@ func (p *puller) barrier(ctx context.Context, s *session, cs *chanState) (uint64
 	if err := cs.call(func() error {
 		var err error
 		dv, ok, err = cs.ch.Get(marker, true)
+		if ok {
+			// Recorded under callMu (see sweep).
+			p.mu.Lock()
+			if p.cs == cs {
+				cs.noteTagLocked(dv.DeliveryTag)
+			}
+			p.mu.Unlock()
+		}
 		return err
 	}); err != nil {
 		return 0, mapErr(ctx, "take a stats marker", err)
 	}
-	p.mu.Lock()
-	if ok {
-		cs.seen++
-		cs.maxTag = max(cs.maxTag, dv.DeliveryTag)
-	}
-	p.mu.Unlock()
 	timeout := time.NewTimer(barrierWait)
 	defer timeout.Stop()
 	for {

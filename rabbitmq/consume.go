@@ -74,6 +74,13 @@ type chanState struct {
 	seen    uint64            // deliveries received on ch
 	qos     int               // the prefetch last set with basic.qos on ch (0: none yet)
 	maxTag  uint64            // highest delivery tag received on ch
+	// holes are the tags below maxTag not received (yet): deliveries of
+	// interleaved consumers or gets still on their way, or deliveries amqp091
+	// dropped because their consumer was cancelled (see sweep).
+	holes map[uint64]struct{}
+	// live are the consumers whose deliveries may still arrive: their
+	// goroutines have not ended.
+	live map[*consumer]struct{}
 	// gets stands for the messages ReceiveDelayed took with basic.get on
 	// ch (they count against no consumer's prefetch); non-nil once it did.
 	gets *consumer
@@ -473,6 +480,7 @@ func (p *puller) ensure(ctx context.Context) error {
 	c := &consumer{tag: tag, prefetch: prefetch, done: make(chan struct{})}
 	p.mu.Lock()
 	cs.cons = c
+	cs.live[c] = struct{}{}
 	p.mu.Unlock()
 	p.d.wg.Add(1)
 	go p.consume(cs, c, deliveries)
@@ -507,7 +515,8 @@ func (p *puller) open(ctx context.Context) (*chanState, error) {
 	if err != nil {
 		return nil, mapErr(ctx, "open channel", err)
 	}
-	cs := &chanState{ch: ch, gen: p.d.seq.Add(1), entries: map[uint64]*entry{}}
+	cs := &chanState{ch: ch, gen: p.d.seq.Add(1), entries: map[uint64]*entry{},
+		holes: map[uint64]struct{}{}, live: map[*consumer]struct{}{}}
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
 	// The broker cancels a consumer (basic.cancel) when its queue is
 	// deleted. amqp091 closes this channel when ch closes.
@@ -606,6 +615,7 @@ func (p *puller) consume(cs *chanState, c *consumer, deliveries <-chan amqp.Deli
 		p.onDelivery(cs, c, dv)
 	}
 	p.mu.Lock()
+	delete(cs.live, c)
 	if cs.cons == c { // cancelled by the broker (queue deleted) or the channel died
 		cs.cons = nil
 		p.broadcastLocked()
@@ -624,8 +634,7 @@ func (p *puller) onDelivery(cs *chanState, c *consumer, dv amqp.Delivery) {
 	tag := dv.DeliveryTag
 	cs.entries[tag] = e
 	cs.order = append(cs.order, tag)
-	cs.seen++
-	cs.maxTag = max(cs.maxTag, tag)
+	cs.noteTagLocked(tag)
 	c.outstanding++
 	c.pushed++
 	if runAt := intHeader(dv.Headers, hRunAt); runAt > time.Now().UnixMilli() {
@@ -638,6 +647,101 @@ func (p *puller) onDelivery(cs *chanState, c *consumer, dv amqp.Delivery) {
 	}
 	cs.buf = append(cs.buf, e)
 	p.broadcastLocked()
+}
+
+// noteTagLocked records that the delivery tag arrived on cs (a consumer's
+// delivery or a basic.get's).
+func (cs *chanState) noteTagLocked(tag uint64) {
+	cs.seen++
+	if tag <= cs.maxTag {
+		delete(cs.holes, tag)
+		return
+	}
+	if tag-cs.maxTag <= maxHoles {
+		for t := cs.maxTag + 1; t < tag; t++ {
+			cs.holes[t] = struct{}{}
+		}
+	}
+	cs.maxTag = tag
+}
+
+// maxHoles bounds the tags a single delivery can mark as not received: more
+// than that many deliveries in flight at once on one channel means
+// something else is wrong, and sweep then misses some.
+const maxHoles = 1 << 16
+
+// sweep gives back deliveries the broker sent on cs to a consumer that was
+// cancelled meanwhile: a quorum queue of RabbitMQ 3.10 can send a delivery
+// after the cancel-ok, and amqp091 drops a delivery whose consumer it no
+// longer knows, so the message would stay unacknowledged on cs, seen by
+// nobody, until the channel closes. Delivery tags number every delivery of
+// a channel, so the tag of a marker message taken with basic.get (see
+// barrier) counts what the broker sent before it; once every cancelled
+// consumer's deliveries have arrived, a tag below it that never arrived was
+// dropped, and is given back with basic.nack and requeue. Call it with
+// ensureMu held after cancelling cs's consumer: it does nothing while one
+// runs.
+func (p *puller) sweep(ctx context.Context, cs *chanState) error {
+	for {
+		p.mu.Lock()
+		if p.cs != cs || cs.cons != nil {
+			p.mu.Unlock()
+			return nil
+		}
+		var c *consumer
+		for k := range cs.live {
+			c = k
+			break
+		}
+		p.mu.Unlock()
+		if c == nil {
+			break
+		}
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s, err := p.d.session(ctx, p.d.opts.ReconnectWait)
+	if err != nil {
+		return err
+	}
+	marker, err := s.markerQueue(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.publish(ctx, []pubItem{{key: marker, msg: amqp.Publishing{}}}); err != nil {
+		return mapErr(ctx, "publish a sweep marker", err)
+	}
+	// Under callMu: every other basic.get on cs has recorded its tag.
+	return cs.call(func() error {
+		dv, ok, err := cs.ch.Get(marker, true)
+		if err != nil {
+			return mapErr(ctx, "take a sweep marker", err)
+		}
+		if !ok {
+			return nil // someone took it: nothing is known
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.cs != cs {
+			return nil
+		}
+		cs.noteTagLocked(dv.DeliveryTag)
+		if cs.cons != nil || len(cs.live) > 0 {
+			return nil
+		}
+		for t := range cs.holes {
+			if t < dv.DeliveryTag {
+				delete(cs.holes, t)
+				cs.seen++
+				p.d.log.Debug("rabbitmq: giving back a delivery sent to a cancelled consumer", slog.String("queue", p.queue))
+				_ = cs.ch.Nack(t, false, true)
+			}
+		}
+		return nil
+	})
 }
 
 // removeLocked forgets e after its ack or reject was decided.
@@ -707,13 +811,14 @@ func (cs *chanState) ackLocked(tags []uint64) error {
 // expired lease is basic.reject with requeue: the delivery failed, and the
 // quorum queue counts it (every RabbitMQ version counts a reject; 4.3 and
 // later no longer count a basic.nack). With no Receive waiting and a
-// consumer that can be cancelled (see fullLocked), the rejects go out from
-// park after the cancel: otherwise the freed credit would bring the
-// messages straight back into this buffer, where nobody wants them.
+// consumer, the rejects go out from park after the consumer is cancelled:
+// otherwise the freed credit, or credit the consumer had left, would bring
+// the messages straight back into this buffer, where nobody wants them,
+// while Receive calls of other clients wait for them (contract:
+// lease-expiry).
 //
 // A puller is parked when no Receive has waited for Options.BufferIdle and
-// it holds buffered messages that can be given back: its consumer can be
-// cancelled first, or is gone.
+// it holds buffered messages, or a consumer with credit left.
 func (p *puller) tick(now time.Time) {
 	p.mu.Lock()
 	cs := p.cs
@@ -721,7 +826,11 @@ func (p *puller) tick(now time.Time) {
 		p.mu.Unlock()
 		return
 	}
-	cancellable := p.waiters == 0 && cs.fullLocked()
+	// With no Receive waiting here, an expired lease must not go back to
+	// this client's consumer, which would take it straight back into a
+	// buffer nobody reads while Receive calls of other clients wait: park
+	// cancels the consumer first.
+	cancellable := p.waiters == 0 && cs.cons != nil
 	expired := false
 	for _, e := range cs.entries {
 		if e.leased && !e.busy && now.After(e.deadline) {
@@ -735,8 +844,11 @@ func (p *puller) tick(now time.Time) {
 		}
 	}
 	idle := p.waiters == 0 && !p.noWaiterSince.IsZero() && now.Sub(p.noWaiterSince) >= p.d.opts.BufferIdle
-	givable := len(cs.buf) > 0 && (cs.cons == nil || cs.fullLocked())
-	park := !p.parking && (expired || idle && givable)
+	// An idle consumer goes when it holds buffered messages or has credit
+	// left, which would pull messages that other clients wait for into
+	// this buffer.
+	idleConsumer := len(cs.buf) > 0 || cs.cons != nil && !cs.fullLocked()
+	park := !p.parking && (expired || idle && idleConsumer)
 	if park {
 		p.parking = true
 	}
@@ -755,17 +867,17 @@ func (p *puller) tick(now time.Time) {
 // cancelling it strands nothing. (A quorum queue in RabbitMQ 3.10 can send
 // deliveries it handed to a consumer after the cancel-ok, and amqp091 drops
 // deliveries for a cancelled consumer: they would stay unacknowledged on the
-// channel, seen by nobody, until the channel closes.) A consumer with spare
-// credit is never cancelled while no Receive waits.
+// channel, seen by nobody, until the channel closes.) Only park cancels a
+// consumer with spare credit, and it then sweeps for such deliveries.
 func (cs *chanState) fullLocked() bool {
 	return cs.cons != nil && cs.cons.outstanding >= cs.cons.prefetch
 }
 
-// park cancels the consumer of a puller nobody waits on (when that strands
-// nothing, see fullLocked), then rejects its expired leases and gives its
-// buffered messages back to the queue. Cancelling first keeps the broker
-// from pushing them (or others) straight back. The next Receive starts a
-// new consumer.
+// park cancels the consumer of a puller nobody waits on, then rejects its
+// expired leases and gives its buffered messages back to the queue.
+// Cancelling first keeps the broker from pushing them (or others) straight
+// back. A consumer that had credit left may have had a delivery on its way:
+// sweep finds it. The next Receive starts a new consumer.
 func (p *puller) park(cs *chanState) {
 	defer func() {
 		p.mu.Lock()
@@ -775,10 +887,22 @@ func (p *puller) park(cs *chanState) {
 	p.ensureMu.Lock()
 	defer p.ensureMu.Unlock()
 	p.mu.Lock()
-	stop := p.waiters == 0 && cs.fullLocked()
+	stop := p.waiters == 0 && p.cs == cs && cs.cons != nil
+	full := cs.fullLocked()
 	p.mu.Unlock()
 	if stop {
 		p.stopConsumer(cs)
+		p.mu.Lock()
+		spare := len(cs.live) > 0 || len(cs.holes) > 0
+		p.mu.Unlock()
+		if !full || spare {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := p.sweep(ctx, cs)
+			cancel()
+			if err != nil && !p.d.isClosed() {
+				p.d.log.Debug("rabbitmq: looking for deliveries sent to a cancelled consumer failed", slog.String("queue", p.queue), slog.Any("error", err))
+			}
+		}
 	}
 	p.mu.Lock()
 	if p.cs != cs {

@@ -34,8 +34,9 @@
 //	                                  follows what waiting Receive calls ask for
 //	                                  (Options.MaxPrefetch)
 //	fila_buffer_idle        1s        how long pushed messages wait in the client with no
-//	                                  Receive waiting before they are given back to the queue
-//	                                  (Options.BufferIdle)
+//	                                  Receive waiting before they are given back to the queue,
+//	                                  and an idle consumer keeps credit it was not pushed
+//	                                  messages for (Options.BufferIdle)
 //	fila_reconnect_max      2s        longest backoff between reconnection attempts
 //	                                  (Options.ReconnectMax)
 //	fila_reconnect_wait     5s        how long a call waits for a lost connection to come back
@@ -78,7 +79,11 @@
 //
 // RabbitMQ has no visibility timeout, so the driver keeps leases: a lease
 // whose deadline passes is rejected back to the queue (checked every
-// 50 ms), and a settlement of it gets ErrLeaseLost. A client that crashes
+// 50 ms), and a settlement of it gets ErrLeaseLost. When no Receive waits
+// on the holder's client, its consumer is cancelled first, so the message
+// goes to a Receive waiting on another client (10 to 60 ms after the
+// deadline on an idle machine) rather than back into the idle holder's
+// buffer. A client that crashes
 // or loses its connection gives up its leases at once: the broker requeues
 // those messages before their deadlines, since only an open channel can
 // hold a message.

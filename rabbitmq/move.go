@@ -222,6 +222,14 @@ func (p *puller) getDelayed(ctx context.Context, name string) (heldGet, bool, er
 	err := cs.call(func() error {
 		var err error
 		dv, ok, err = cs.ch.Get(name, false)
+		if ok {
+			// Recorded under callMu (see sweep).
+			p.mu.Lock()
+			if p.cs == cs {
+				cs.noteTagLocked(dv.DeliveryTag)
+			}
+			p.mu.Unlock()
+		}
 		return err
 	})
 	if err != nil {
@@ -246,8 +254,6 @@ func (p *puller) getDelayed(ctx context.Context, name string) (heldGet, bool, er
 	tag := dv.DeliveryTag
 	cs.entries[tag] = e
 	cs.order = append(cs.order, tag) // maybe out of tag order: see multipleOKLocked
-	cs.seen++
-	cs.maxTag = max(cs.maxTag, tag)
 	cs.gets.outstanding++
 	return heldGet{cs: cs, e: e}, true, nil
 }

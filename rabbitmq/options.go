@@ -50,7 +50,9 @@ type Options struct {
 	MaxPrefetch int
 	// BufferIdle is how long messages the broker pushed to this client may
 	// wait in its buffer with no Receive waiting before the driver gives them
-	// back to the queue for other consumers (default 1s). A give-back counts
+	// back to the queue for other consumers (default 1s), and how long an
+	// idle consumer keeps credit no message was pushed for before it is
+	// cancelled, so that it pulls in nothing others wait for. A give-back counts
 	// as a delivery on RabbitMQ before 4.3, so a short BufferIdle on a busy
 	// machine (where a Receive can come late) costs attempts. URL parameter
 	// fila_buffer_idle.
