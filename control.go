@@ -56,6 +56,52 @@ type queueControl struct {
 	// receivers cancels the driver Receive calls in progress, for a pause.
 	receivers map[uint64]context.CancelCauseFunc
 	nextKey   uint64
+	// resumed is closed when a pause seen by this client ends; Receive
+	// calls waiting out the pause wait for it (waiting counts them, and
+	// keeps the refresher running for them).
+	resumed chan struct{}
+	waiting int
+}
+
+// setPausedLocked records whether the queue is paused, waking the Receive
+// calls that wait for a resume. qc.mu is held.
+func (qc *queueControl) setPausedLocked(paused bool) {
+	qc.paused = paused
+	if paused {
+		qc.stopReceiversLocked()
+	} else if qc.resumed != nil {
+		close(qc.resumed)
+		qc.resumed = nil
+	}
+}
+
+// waitResume waits until the client sees queue resumed, or ctx ends. The
+// refresher reads the marks once per control interval, so a resume made by
+// any client is seen within that interval and one read of the marks.
+func (c *Client) waitResume(ctx context.Context, queue string, qc *queueControl) error {
+	qc.mu.Lock()
+	if !qc.paused {
+		qc.mu.Unlock()
+		return nil
+	}
+	if qc.resumed == nil {
+		qc.resumed = make(chan struct{})
+	}
+	ch := qc.resumed
+	qc.waiting++
+	qc.mu.Unlock()
+	defer func() {
+		qc.mu.Lock()
+		qc.waiting--
+		qc.mu.Unlock()
+	}()
+	c.ensureRefresher(queue, qc)
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (c *Client) control(queue string) *queueControl {
@@ -100,10 +146,7 @@ func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, fo
 	qc.mu.Lock()
 	defer qc.mu.Unlock()
 	qc.fetchedAt = time.Now()
-	qc.paused = paused
-	if paused {
-		qc.stopReceiversLocked()
-	}
+	qc.setPausedLocked(paused)
 	if c.lister != nil {
 		qc.cancelled = cancelled
 		for id, d := range qc.watches {
@@ -159,7 +202,7 @@ func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 					delete(qc.watches, d.ID)
 				}
 			}
-			if len(qc.watches) == 0 && len(qc.receivers) == 0 {
+			if len(qc.watches) == 0 && len(qc.receivers) == 0 && qc.waiting == 0 {
 				qc.running = false
 				qc.mu.Unlock()
 				return
@@ -298,8 +341,9 @@ func (c *Client) QueuePause(ctx context.Context, queue string) error {
 	return c.setPause(ctx, queue, true)
 }
 
-// QueueResume undoes QueuePause: receivers start again within the control
-// interval. Resuming a queue that is not paused changes nothing.
+// QueueResume undoes QueuePause: receivers of this client start again at
+// once, those of other clients within the control interval and one read of
+// the marks. Resuming a queue that is not paused changes nothing.
 func (c *Client) QueueResume(ctx context.Context, queue string) error {
 	return c.setPause(ctx, queue, false)
 }
@@ -323,10 +367,7 @@ func (c *Client) setPause(ctx context.Context, queue string, pause bool) error {
 	}
 	qc := c.control(queue)
 	qc.mu.Lock()
-	qc.paused = pause
-	if pause {
-		qc.stopReceiversLocked()
-	}
+	qc.setPausedLocked(pause)
 	qc.mu.Unlock()
 	return nil
 }

@@ -112,7 +112,9 @@
 //     claiming at that moment is given back at once, counted as a
 //     delivery). A client's first Receive on a queue reads the marks
 //     before it starts; later reads run beside the Receive calls. Enqueue goes on; leased messages stay leased and are settled as
-//     usual. QueueResume undoes it within the same bound.
+//     usual. QueueResume undoes it: a Receive waiting out the pause
+//     starts again within one control interval plus one read of the marks
+//     (at once in the client that resumed).
 //   - MessageCancel cancels a message by id. A ready or delayed message is
 //     dead-lettered with reason ReasonCancelled by the first client that
 //     claims it, instead of being handed out (until then QueueStats counts

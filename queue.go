@@ -426,14 +426,10 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 				return nil, c.done(ctx, err)
 			}
 			if paused {
-				t := time.NewTimer(c.opts.controlInterval)
-				select {
-				case <-t.C:
-					continue
-				case <-cctx.Done():
-					t.Stop()
-					return nil, c.done(ctx, cctx.Err())
+				if err := c.waitResume(cctx, queue, qc); err != nil {
+					return nil, c.done(ctx, err)
 				}
+				continue
 			}
 		}
 		bds, err := c.receiveUnlessPaused(cl, qc, queue, bp, nil)

@@ -1,4 +1,4 @@
-package fila_test
+package filatest_test
 
 import (
 	"context"
