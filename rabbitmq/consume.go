@@ -124,6 +124,18 @@ func (d *Driver) Receive(ctx context.Context, queue string, rp backend.ReceivePa
 	return p.receive(ctx, max(rp.Max, 1), rp.Lease)
 }
 
+//
+// Cancellation (contract: cancellation): the broker pushes messages into the
+// puller's buffer, not into a Receive call, so a call whose context ends
+// abandons nothing. Every wait (for a delivery, for credit, for a consumer
+// start, gathering a burst) ends at once with ctx.Err(); the messages that
+// arrive meanwhile stay buffered, owned by the puller, for the next Receive,
+// and go back to the queue after Options.BufferIdle if none comes (park). A
+// claim is only takeLocked, which leases buffered messages under p.mu
+// without waiting; what it took is always returned with a nil error, even
+// when ctx ended at that moment (the portable layer gives it back). The
+// consumer start a call began goes on in the background after it returned
+// (ensureAsync).
 func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]backend.Delivery, error) {
 	registered := false
 	defer func() {
