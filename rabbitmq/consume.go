@@ -124,6 +124,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, rp backend.ReceivePa
 	return p.receive(ctx, max(rp.Max, 1), rp.Lease)
 }
 
+// receive is Receive on one puller.
 //
 // Cancellation (contract: cancellation): the broker pushes messages into the
 // puller's buffer, not into a Receive call, so a call whose context ends
