@@ -1,6 +1,9 @@
 package postgres
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Test hooks.
 
@@ -40,3 +43,6 @@ func MarkSetSQL(d *Driver) string { return d.q.markSet }
 // NextWait returns how long a blocked receive of d sleeps when the queue's
 // next message is due in us microseconds (nil: nothing pending).
 func NextWait(d *Driver, us *int64) time.Duration { return d.nextWait(us) }
+
+// LastRotation exposes lastRotation.
+func LastRotation(d *Driver, ctx context.Context) (time.Time, bool) { return d.lastRotation(ctx) }

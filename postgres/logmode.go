@@ -171,6 +171,13 @@ func (d *Driver) rotate(every time.Duration) {
 			}
 			// Brief refusals are normal under load; a long one means a
 			// long transaction, which the operator should know about.
+			// Another driver may have rotated meanwhile: the hold began
+			// at the last rotation at the earliest.
+			if now.Sub(heldSince) >= report && now.Sub(heldLogged) >= report {
+				if last, ok := d.lastRotation(ctx); ok && last.After(heldSince) {
+					heldSince = last
+				}
+			}
 			if now.Sub(heldSince) >= report && now.Sub(heldLogged) >= report {
 				heldLogged = now
 				d.log.Warn("postgres log mode: rotation held back: a transaction keeps a lock on the oldest generation's tables (a long read or an open enqueue transaction); the tables grow until it ends",
@@ -187,6 +194,19 @@ func (d *Driver) rotate(every time.Duration) {
 		}
 		cancel()
 	}
+}
+
+// lastRotation reads when the current generation began, by the server's
+// clock converted to this process's: the time of the last rotation by any
+// driver of the schema.
+func (d *Driver) lastRotation(ctx context.Context) (time.Time, bool) {
+	var ago time.Duration
+	err := d.pool.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp() - since) * 1e6)::int8 * 1000 FROM `+
+		quoteIdent(d.schema)+`.log_state`).Scan(&ago)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Now().Add(-ago), true
 }
 
 func (d *Driver) rotateFailed(ctx context.Context, step string, err error) {
