@@ -243,3 +243,30 @@ func (s *suite) testReleaseKeepsRunAt(t *testing.T) {
 		return
 	}
 }
+
+// testReceiveDelayedBehindReady: ReceiveDelayed finds a delayed message
+// enqueued after ready ones, and leaves the ready ones to Receive, each
+// once at its first attempt. The log mode once stopped at the first ready
+// message and returned nothing.
+func (s *suite) testReceiveDelayedBehindReady(t *testing.T) {
+	_, dr, c := s.delayedReceiver(t)
+	q := s.queue(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	first := enqueue(t, c, q, fila.Message{Kind: "now"})
+	delayed := enqueue(t, c, q, fila.Message{Kind: "later", RunAt: time.Now().Add(time.Hour)})
+	second := enqueue(t, c, q, fila.Message{Kind: "now"})
+	ds, err := dr.ReceiveDelayed(ctx, q, backend.ReceiveParams{Max: 10, Lease: time.Minute})
+	if err != nil || len(ds) != 1 || ds[0].ID != delayed {
+		t.Fatalf("ReceiveDelayed behind ready messages = %v, %v; want the delayed %s", ids(ds), err, delayed)
+	}
+	got := drain(t, c, q, 2, 10*time.Second)
+	for _, id := range []string{first, second} {
+		d := got[id]
+		switch {
+		case d == nil:
+			t.Errorf("ready message %s not received after ReceiveDelayed (got %v)", id, got)
+		case d.Attempt != 1:
+			t.Errorf("ready message %s received at attempt %d, want 1", id, d.Attempt)
+		}
+	}
+}

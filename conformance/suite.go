@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 		{"TxEnqueueCommitAndRollback", s.testTx},
 		{"CarriedAttemptsCount", s.testCarriedAttempts},
 		{"ReceiveDelayedTakesFutureMessages", s.testReceiveDelayed},
+		{"ReceiveDelayedBehindReady", s.testReceiveDelayedBehindReady},
 		{"ReleaseAfterReceiveDelayedKeepsRunAt", s.testReleaseKeepsRunAt},
 		{"DeadImportIsIdempotent", s.testDeadImport},
 		{"QueueListNamesQueues", s.testQueueList},

@@ -1,12 +1,19 @@
--- Fila schema version 7: log_receive never returns more than p_max rows.
+-- Fila schema version 7: log_receive never returns more than p_max rows,
+-- and ReceiveDelayed (p_early) reads past ready rows.
 --
 -- After the part of a batch that reads the transactions in progress at its
 -- start (a late commit) returned fewer rows than its limit, the range scan
 -- that follows kept that limit instead of what was left of p_max: a
 -- Receive(Max 5) could return 7 deliveries, and a worker that counted its
--- free slots by Max then blocked forever (TestLogReceiveNeverOverMax). The
--- function is the same as in version 5 but for the one line that sets the
--- range scan's limit.
+-- free slots by Max then blocked forever (TestLogReceiveNeverOverMax).
+--
+-- An early read (ReceiveDelayed) stopped at the first ready row of a
+-- batch, so a delayed message behind ready ones was never found. It now
+-- reads on, leaving each ready row to Receive as a timer that is due at
+-- once: at its run-at, or at the timer watermark if that is later, so the
+-- next timer sweep takes it (conformance: ReceiveDelayedBehindReady).
+--
+-- The function is otherwise the same as in version 5.
 
 -- log_receive leases up to p_max messages of the queue for p_lease_us
 -- microseconds: first messages whose lease expired unsettled (attempt + 1),
@@ -188,8 +195,14 @@ BEGIN
                 LOOP
                     v_got := v_got + 1;
                     IF p_early AND m.run_at <= v_now THEN
-                        v_done := false;
-                        EXIT;
+                        -- Ready: left to Receive as a timer due now, so
+                        -- that the delayed rows behind it are read too.
+                        c.ctxid := m.txid;
+                        c.cpos := m.pos;
+                        v_changed := true;
+                        INSERT INTO {{schema}}.log_timers (gen, queue, id, msg_pos, run_at)
+                        VALUES (v_gen, p_queue, m.id, m.pos, GREATEST(m.run_at, c.twm));
+                        CONTINUE;
                     END IF;
                     c.ctxid := m.txid;
                     c.cpos := m.pos;
@@ -239,8 +252,13 @@ BEGIN
             LOOP
                 v_got := v_got + 1;
                 IF p_early AND m.run_at <= v_now THEN
-                    v_done := false;
-                    EXIT;
+                    -- Ready: left to Receive as a timer due now (above).
+                    c.ctxid := m.txid;
+                    c.cpos := m.pos;
+                    v_changed := true;
+                    INSERT INTO {{schema}}.log_timers (gen, queue, id, msg_pos, run_at)
+                    VALUES (v_gen, p_queue, m.id, m.pos, GREATEST(m.run_at, c.twm));
+                    CONTINUE;
                 END IF;
                 c.ctxid := m.txid;
                 c.cpos := m.pos;
