@@ -36,7 +36,7 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		// With no Receive waiting, a full consumer is cancelled first (that
 		// strands nothing; see fullLocked), so nothing more comes to it while
 		// the counts are read. The next Receive starts a new consumer.
-		p.stopIdleConsumer(p.current())
+		p.stopIdleConsumer(p.current(), false)
 		cs = p.current()
 	}
 	for try := 0; ; try++ {

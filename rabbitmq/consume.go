@@ -946,36 +946,47 @@ const settleIdle = 50 * time.Millisecond
 // it, when no Receive waits and none has for idle: the broker would fill
 // the freed credit with a message nobody asked for, which would have to be
 // given back (and RabbitMQ before 4.3 counts a give-back as a delivery).
-// Acks pass settleIdle. Retry and Dead pass 0: they are a failure path,
-// where a consumer restart costs little, and a Retry without delay frees
-// credit that would pull its own copy straight back into a buffer nobody
-// reads. Only a full consumer is cancelled (see fullLocked); the next
-// Receive starts a new one.
+// Acks pass settleIdle, and cancel only a full consumer (see fullLocked).
+// Retry and Dead pass 0: they are a failure path, where a consumer restart
+// costs little, and a Retry without delay frees credit, or finds credit
+// left, that would pull the message straight back into a buffer nobody
+// reads while other clients wait for it; they cancel a consumer with
+// credit left too, and sweep. The next Receive starts a new one.
 func (p *puller) quiesce(idle time.Duration) {
 	p.mu.Lock()
 	cs := p.cs
-	need := cs != nil && p.waiters == 0 && !p.parking && cs.fullLocked() &&
+	need := cs != nil && p.waiters == 0 && !p.parking && cs.cons != nil && (cs.fullLocked() || idle == 0) &&
 		!p.noWaiterSince.IsZero() && time.Since(p.noWaiterSince) >= idle
 	p.mu.Unlock()
 	if need {
-		p.stopIdleConsumer(cs)
+		p.stopIdleConsumer(cs, idle == 0)
 	}
 }
 
 // stopIdleConsumer cancels cs's consumer if no Receive waits on it and it is
-// full (see fullLocked). When it did, every message the broker gave the
-// consumer is in the buffer or leased: none is on its way.
-func (p *puller) stopIdleConsumer(cs *chanState) {
+// full (see fullLocked), or, with spare, whatever credit it has left (then
+// it sweeps). When a full consumer was cancelled, every message the broker
+// gave it is in the buffer or leased: none is on its way.
+func (p *puller) stopIdleConsumer(cs *chanState, spare bool) {
 	if cs == nil {
 		return
 	}
 	p.ensureMu.Lock()
 	defer p.ensureMu.Unlock()
 	p.mu.Lock()
-	still := p.cs == cs && p.waiters == 0 && cs.fullLocked()
+	still := p.cs == cs && p.waiters == 0 && cs.cons != nil && (spare || cs.fullLocked())
+	full := cs.fullLocked()
 	p.mu.Unlock()
-	if still {
-		p.stopConsumer(cs)
+	if !still {
+		return
+	}
+	p.stopConsumer(cs)
+	if !full {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.sweep(ctx, cs); err != nil && !p.d.isClosed() {
+			p.d.log.Debug("rabbitmq: looking for deliveries sent to a cancelled consumer failed", slog.String("queue", p.queue), slog.Any("error", err))
+		}
 	}
 }
 

@@ -96,8 +96,18 @@
 //
 // AMQP does not answer an ack: nil means the ack was written, and if the
 // connection breaks before the broker reads it the message is delivered
-// again. Retry and Dead publish a copy (confirmed) and then ack the
-// original, so a connection lost in between leaves the message twice.
+// again. Release (a Retry without delay nor reason, which the portable
+// layer also uses to give back what it will not hand out) is one
+// basic.reject with requeue: a crash at any moment leaves the message in
+// the queue once. Retry with a delay or a reason and Dead change the
+// message, which AMQP cannot do in place: they publish a copy (confirmed)
+// and then ack the original. The window between the broker's confirm and
+// the ack's write holds no round trip, but a process killed or a
+// connection lost inside it leaves the message twice, both at the next
+// attempt: the copy (with its reason, after its delay, or as a dead
+// letter) and the original, back at once with its previous last error
+// (TestRetryCrashWindow). Closing it would take AMQP transactions on the
+// consumer's channel, a round trip for every ack on it.
 //
 // # Delays
 //

@@ -50,6 +50,9 @@ type Driver struct {
 	// beforeConsume, when set (by tests), runs in a consumer start just
 	// before basic.consume.
 	beforeConsume func()
+	// afterRepublish, when set (by tests), runs in Retry and Dead between the
+	// confirm of the copy and the ack of the original.
+	afterRepublish func()
 }
 
 var (

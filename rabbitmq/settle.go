@@ -113,11 +113,21 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 	return e.deadline, nil
 }
 
-// Retry publishes a copy of the message (confirmed) to the delay queue of
-// delay, or straight to the main queue for no delay, carrying its attempt
-// count and last error, then acks the original. A message taken early by
-// ReceiveDelayed waits at least until its run-at.
+// Retry without delay nor reason (Release, and the portable layer's
+// give-backs) is basic.reject with requeue: one frame, so a crash at any
+// moment leaves the message in the queue exactly once, unchanged (its last
+// error kept), and the quorum queue counts the delivery. Otherwise Retry
+// publishes a copy of the message (confirmed) to the delay queue of delay,
+// or straight to the main queue for no delay, carrying its attempt count
+// and last error, then acks the original (see republish for a crash in
+// between). A message taken early by ReceiveDelayed waits at least until
+// its run-at.
 func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
+	if delay <= 0 && reason == "" {
+		if done, err := d.requeue(ctx, ref); done {
+			return err
+		}
+	}
 	return d.republish(ctx, ref, "retry", func(s *session, p *puller, e *entry) (pubItem, error) {
 		pub := copyOf(&e.dv)
 		pub.Headers[hAttempts] = int64(e.attempt)
@@ -142,6 +152,33 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 	})
 }
 
+// requeue gives a leased message back to its queue with basic.reject and
+// requeue. It reports false, doing nothing, for a message ReceiveDelayed
+// took from a delay queue (a reject would put it back there, or early into
+// the main queue), which Retry republishes.
+func (d *Driver) requeue(ctx context.Context, ref backend.Ref) (bool, error) {
+	p := d.existingPuller(ref.Queue)
+	if p == nil {
+		return true, backend.ErrLeaseLost
+	}
+	// With no Receive waiting here, the consumer goes first: the freed
+	// credit, or credit it had left, would pull the message straight back
+	// into a buffer nobody reads.
+	p.quiesce(0)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cs, e, ok := p.leaseLocked(ref)
+	if !ok {
+		return true, backend.ErrLeaseLost
+	}
+	if e.cons == cs.gets || !e.runAt.IsZero() {
+		return false, nil
+	}
+	cs.removeLocked(e)
+	defer p.freedLocked(cs)
+	return true, mapErr(ctx, "reject", cs.ch.Reject(e.dv.DeliveryTag, true))
+}
+
 // Dead publishes a copy of the message (confirmed) with its reason,
 // attempts and time to the queue's dead-letter exchange, then acks the
 // original.
@@ -160,7 +197,11 @@ func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attem
 // alone) while the copy is published, then acks the original. If the
 // publish fails the lease stays as it was and the error is returned; if the
 // channel died meanwhile the broker has requeued the original, and the copy
-// makes a duplicate (at-least-once).
+// makes a duplicate (at-least-once). That window, between the broker's
+// confirm of the copy and the write of the ack, holds no round trip: an
+// idle consumer is cancelled (quiesce) before the publish, not in it. Only
+// AMQP transactions on the consumer's channel would close it, at the price
+// of a round trip per ack on that channel (see doc.go).
 func (d *Driver) republish(ctx context.Context, ref backend.Ref, op string, build func(*session, *puller, *entry) (pubItem, error)) error {
 	p := d.existingPuller(ref.Queue)
 	if p == nil {
@@ -175,6 +216,7 @@ func (d *Driver) republish(ctx context.Context, ref backend.Ref, op string, buil
 	if !ok {
 		return backend.ErrLeaseLost
 	}
+	p.quiesce(0)
 	err := func() error {
 		s, err := d.session(ctx, d.opts.ReconnectWait)
 		if err != nil {
@@ -186,8 +228,8 @@ func (d *Driver) republish(ctx context.Context, ref backend.Ref, op string, buil
 		}
 		return s.publish(ctx, []pubItem{item})
 	}()
-	if err == nil {
-		p.quiesce(0)
+	if err == nil && d.afterRepublish != nil {
+		d.afterRepublish()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
