@@ -442,6 +442,11 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 		}
 		return errs, nil, nil
 	}
+	// The ack and the claim go out together: like Receive's, the claim
+	// runs to its end (claimContext), and the portable layer gives back
+	// what it claimed when the caller's ctx ended meanwhile.
+	ctx, cancel := claimContext(ctx)
+	defer cancel()
 	k := d.keys(queue)
 	var (
 		ack *goredis.Cmd
