@@ -12,7 +12,7 @@ import (
 // must tell the duplicates a kill explains from those it does not.
 
 // t0 is the kill time of the hand-written ledgers; "A id -5s" in a ledger
-// below is an ack stored 5s before it.
+// below is an ack stored 5s before it, "X id retry -5s" a retry.
 var t0 = time.Unix(1_700_000_000, 0)
 
 func ledgerOf(name string, killed bool, lines ...string) incarnation {
@@ -28,6 +28,13 @@ func ledgerOf(name string, killed bool, lines ...string) incarnation {
 				panic(err)
 			}
 			l = fmt.Sprintf("A %s %d", id, t0.Add(-d).UnixNano())
+		}
+		if f := strings.Fields(l); f[0] == "X" && len(f) == 4 {
+			d, err := time.ParseDuration(strings.TrimPrefix(f[3], "-"))
+			if err != nil {
+				panic(err)
+			}
+			l = fmt.Sprintf("X %s %s %d", f[1], f[2], t0.Add(-d).UnixNano())
 		}
 		e, err := parseEntry(l)
 		if err != nil {
@@ -112,6 +119,44 @@ func TestAnalyze(t *testing.T) {
 			ledgerOf("w0.0", true, "R a 0 1", "R b 1 1", "H b 1", "A b -5s"),
 		},
 		kills: 1, inFlight: 1, lost: []int{0},
+	}, {
+		name: "retried, delivered again: no duplicate",
+		incs: []incarnation{
+			ledgerOf("w0.0", false, "R a 0 1", "X a retry -5s", "R a 0 2", "H a 0", "A a -4s", "R b 1 1", "H b 1", "A b -5s"),
+		},
+	}, {
+		name: "retried by a process killed later: not in flight",
+		incs: []incarnation{
+			ledgerOf("w0.0", true, "R a 0 1", "X a retry -5s", "R b 1 1", "H b 1"),
+			ledgerOf("w1.0", false, "R a 0 2", "H a 0", "A a -4s", "R b 1 2", "H b 1", "A b -4s"),
+		},
+		kills: 1, inFlight: 1, dups: 1,
+	}, {
+		name: "retried once, delivered three times",
+		incs: []incarnation{
+			ledgerOf("w0.0", false, "R a 0 1", "X a retry -5s", "R a 0 2", "H a 0", "A a -4s", "R a 0 3", "H a 0", "A a -3s", "R b 1 1", "H b 1", "A b -5s"),
+		},
+		dups: 1, unexplained: 1,
+	}, {
+		// RabbitMQ: the retry's copy is confirmed, the ack of the
+		// original an unanswered frame a kill can lose.
+		name:  "retried just before the kill, original and copy delivered (within the grace)",
+		grace: time.Second,
+		incs: []incarnation{
+			ledgerOf("w0.0", true, "R a 0 1", "X a retry -10ms", "R b 1 1", "H b 1", "A b -5s"),
+			ledgerOf("w1.0", false, "R a 0 2", "H a 0", "A a -4s", "R a 0 2", "H a 0", "A a -3s"),
+		},
+		kills: 1, inFlight: 1, dups: 1,
+	}, {
+		// Killed between a retry's copy and its ack (no X line): the
+		// message was in flight once, and comes back twice.
+		name:  "in flight at a kill, delivered twice after it",
+		grace: time.Second,
+		incs: []incarnation{
+			ledgerOf("w0.0", true, "R a 0 1", "R b 1 1", "H b 1", "A b -5s"),
+			ledgerOf("w1.0", false, "R a 0 2", "H a 0", "A a -4s", "R a 0 2", "H a 0", "A a -3s"),
+		},
+		kills: 1, inFlight: 1, dups: 2, unexplained: 1,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

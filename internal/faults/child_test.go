@@ -33,7 +33,16 @@ const (
 	childLeaseEnv       = "FILA_FAULTS_LEASE"
 	childConcurrencyEnv = "FILA_FAULTS_CONCURRENCY"
 	childWorkEnv        = "FILA_FAULTS_WORK"
+	// childFailEnv is the fraction (0 to 1) of first attempts whose
+	// handler fails, so the worker retries them after childBackoffEnv;
+	// unset, none fails.
+	childFailEnv    = "FILA_FAULTS_FAIL_FIRST"
+	childBackoffEnv = "FILA_FAULTS_BACKOFF"
 )
+
+// errFirstAttempt is the error of the first attempts a worker child fails
+// on purpose (childFailEnv).
+var errFirstAttempt = errors.New("faults: first attempt fails on purpose")
 
 // jobKind is the kind of every message of the fault tests; the body is the
 // message's sequence number in decimal.
@@ -89,6 +98,18 @@ func workerChild() int {
 	if err != nil {
 		return fail("bad "+childWorkEnv, err)
 	}
+	failFirst := 0.0
+	backoff := worker.DefaultBackoff
+	if v := os.Getenv(childFailEnv); v != "" {
+		if failFirst, err = strconv.ParseFloat(v, 64); err != nil {
+			return fail("bad "+childFailEnv, err)
+		}
+		d, err := time.ParseDuration(os.Getenv(childBackoffEnv))
+		if err != nil {
+			return fail("bad "+childBackoffEnv, err)
+		}
+		backoff = worker.ConstantBackoff(d)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -111,16 +132,20 @@ func workerChild() int {
 	defer c.Close()
 
 	w, err := worker.New(c, worker.Config{
-		Queues: map[string]worker.QueueConfig{queue: {Concurrency: concurrency}},
-		Lease:  lease,
-		Logger: log,
+		Queues:  map[string]worker.QueueConfig{queue: {Concurrency: concurrency}},
+		Lease:   lease,
+		Logger:  log,
+		Backoff: backoff,
 		// The ack line: OnJobEnd runs once the ack is stored (or failed).
+		// Other outcomes (a stored retry among them) go on an X line
+		// with their time.
 		OnJobEnd: func(ev worker.JobEvent) {
+			now := strconv.FormatInt(time.Now().UnixNano(), 10)
 			if ev.Outcome == worker.OutcomeAck && ev.SettleErr == nil {
-				led.write(opAcked, ev.ID, strconv.FormatInt(time.Now().UnixNano(), 10))
+				led.write(opAcked, ev.ID, now)
 				return
 			}
-			led.write(opOther, ev.ID, string(ev.Outcome))
+			led.write(opOther, ev.ID, string(ev.Outcome)+" "+now)
 		},
 	})
 	if err != nil {
@@ -131,6 +156,9 @@ func workerChild() int {
 		// Received: written before anything else, so a message this
 		// process handed to a handler is never missing from its ledger.
 		led.write(opReceived, d.ID, seq+" "+strconv.Itoa(d.Attempt))
+		if d.Attempt == 1 && failFirst > 0 && rand.Float64() < failFirst {
+			return errFirstAttempt // the worker retries it (no H line)
+		}
 		if d := jobTime(work); d > 0 {
 			t := time.NewTimer(d)
 			select {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fila-go/fila/worker"
 )
 
 // A ledger is one worker process's record of what its handlers saw, one
@@ -23,7 +25,11 @@ import (
 //	R <id> <seq> <attempt>   a handler received the message (first thing it does)
 //	H <id> <seq>             the handler is done and returns nil (before the ack call)
 //	A <id> <unix ns>         the ack is stored (worker's OnJobEnd, outcome ack), and when
-//	X <id> <outcome>         the job ended another way (lease lost, unsettled, ...)
+//	X <id> <outcome> [<unix ns>]
+//	                         the job ended another way, and when (the time is
+//	                         optional): retry (the Retry is stored, so the
+//	                         message comes back once more), lease_lost,
+//	                         unsettled, ...
 const (
 	opReceived = 'R'
 	opHandled  = 'H'
@@ -81,8 +87,8 @@ type entry struct {
 	id      string
 	seq     int       // R and H lines; -1 otherwise
 	attempt int       // R lines
-	at      time.Time // A lines
-	outcome string
+	at      time.Time // A lines, and X lines that have it
+	outcome string    // X lines
 }
 
 func parseEntry(line string) (entry, error) {
@@ -113,10 +119,15 @@ func parseEntry(line string) (entry, error) {
 		ns, err = strconv.ParseInt(f[2], 10, 64)
 		e.at = time.Unix(0, ns)
 	case opOther:
-		if len(f) != 3 {
+		if len(f) != 3 && len(f) != 4 {
 			return entry{}, fmt.Errorf("bad ledger line %q", line)
 		}
 		e.outcome = f[2]
+		if len(f) == 4 {
+			var ns int64
+			ns, err = strconv.ParseInt(f[3], 10, 64)
+			e.at = time.Unix(0, ns)
+		}
 	default:
 		return entry{}, fmt.Errorf("bad ledger line %q", line)
 	}
@@ -194,7 +205,11 @@ type crashReport struct {
 	kills      int
 	inFlight   []killInFlight // per kill
 	deliveries int            // R lines: messages handed to a handler
-	// duplicates counts deliveries beyond each message's first.
+	// retries counts stored retries (X retry lines): each brings its
+	// message back once more, so it explains one more delivery.
+	retries int
+	// duplicates counts deliveries beyond each message's first and beyond
+	// those its stored retries explain.
 	duplicates int
 	// unexplained counts duplicates not covered by the message being in
 	// flight in a killed process: a message delivered n times must have
@@ -221,23 +236,30 @@ func (r crashReport) sumInFlight() int {
 // analyze checks the ledgers of a run of n messages (sequence numbers 0 to
 // n-1). It needs nothing but the ledgers and the kill times: each message
 // delivered more than once must have been in flight in a killed process
-// (received by a handler there, and not acked, or acked less than ackGrace
-// before the kill) as many times as it was delivered again.
+// (received by a handler there, and neither acked nor retried, or acked or
+// retried less than ackGrace before the kill) as many times as it was
+// delivered again, beyond the deliveries its stored retries explain (a
+// retry stored less than ackGrace before a kill explains one delivery as a
+// retry and may explain one more as in flight: on RabbitMQ the retry's copy
+// is confirmed but the ack of the original is an unanswered frame).
 func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
 	r := crashReport{messages: n, others: map[string]int{}}
 	received := make([]int, n)  // R lines per seq, all processes
 	handled := make([]int, n)   // H lines per seq
 	allowed := make([]int, n)   // in flight at kills, per seq
 	unackedAt := make([]int, n) // of which received and not acked
+	retried := make([]int, n)   // stored retries per seq
 	lateAge := make([]time.Duration, n)
 	idOf := make(map[int]string, n) // seq -> message id
 	// Per incarnation, for the account of unexplained duplicates.
 	recvBy := make([]map[int]int, len(incs))
 	ackBy := make([]map[int][]time.Time, len(incs))
+	retryBy := make([]map[int][]time.Time, len(incs))
 	for i, inc := range incs {
 		seqOf := map[string]int{}
 		recv := map[int]int{}
 		acks := map[int][]time.Time{}
+		retries := map[int][]time.Time{} // stored retries, by seq
 		for _, e := range inc.entries {
 			switch e.op {
 			case opReceived, opHandled:
@@ -265,9 +287,20 @@ func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
 				acks[seq] = append(acks[seq], e.at)
 			case opOther:
 				r.others[e.outcome]++
+				if e.outcome != string(worker.OutcomeRetry) {
+					continue
+				}
+				seq, ok := seqOf[e.id]
+				if !ok {
+					r.inconsistent = append(r.inconsistent, fmt.Sprintf("%s: retry of %s before its receipt", inc.name, e.id))
+					continue
+				}
+				retries[seq] = append(retries[seq], e.at)
+				retried[seq]++
+				r.retries++
 			}
 		}
-		recvBy[i], ackBy[i] = recv, acks
+		recvBy[i], ackBy[i], retryBy[i] = recv, acks, retries
 		if inc.killedAt.IsZero() {
 			continue
 		}
@@ -276,8 +309,12 @@ func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
 		for seq, c := range recv {
 			settled := 0
 			late := 0
-			for _, at := range acks[seq] {
-				if inc.killedAt.Sub(at) < ackGrace {
+			// An ack or a retry ends a delivery; within the grace
+			// before the kill, the broker may not have applied it. (An
+			// X line without a time is never late.)
+			ends := slices.Concat(acks[seq], retries[seq])
+			for _, at := range ends {
+				if !at.IsZero() && inc.killedAt.Sub(at) < ackGrace {
 					late++
 				} else {
 					settled++
@@ -291,8 +328,8 @@ func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
 			if d := min(late, c-settled); d > 0 {
 				k.lateAcks += d
 				allowed[seq] += d
-				for _, at := range acks[seq] {
-					if age := inc.killedAt.Sub(at); age < ackGrace {
+				for _, at := range ends {
+					if age := inc.killedAt.Sub(at); !at.IsZero() && age < ackGrace {
 						lateAge[seq] = max(lateAge[seq], age)
 					}
 				}
@@ -308,10 +345,10 @@ func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
 		if handled[seq] > 1 {
 			r.handledTwice++
 		}
-		if received[seq] <= 1 {
+		extra := received[seq] - 1 - retried[seq]
+		if extra <= 0 {
 			continue
 		}
-		extra := received[seq] - 1
 		r.duplicates += extra
 		if extra > unackedAt[seq] {
 			r.lateAckUsed = max(r.lateAckUsed, lateAge[seq])
@@ -325,17 +362,23 @@ func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
 						continue
 					}
 					w := fmt.Sprintf("%s %dx", inc.name, recvBy[i][seq])
+					if n := len(retryBy[i][seq]); n > 0 {
+						w += fmt.Sprintf(" retried %dx", n)
+					}
 					if !inc.killedAt.IsZero() {
 						w += " (killed"
 						for _, at := range ackBy[i][seq] {
 							w += fmt.Sprintf(", acked %v before", inc.killedAt.Sub(at).Round(time.Millisecond))
 						}
+						for _, at := range retryBy[i][seq] {
+							w += fmt.Sprintf(", retried %v before", inc.killedAt.Sub(at).Round(time.Millisecond))
+						}
 						w += ")"
 					}
 					where = append(where, w)
 				}
-				r.unexplainedSeqs = append(r.unexplainedSeqs, fmt.Sprintf("seq %d (id %s) received by %s; in flight at %d kill(s)",
-					seq, idOf[seq], strings.Join(where, ", "), allowed[seq]))
+				r.unexplainedSeqs = append(r.unexplainedSeqs, fmt.Sprintf("seq %d (id %s) received by %s; in flight at %d kill(s), %d stored retries",
+					seq, idOf[seq], strings.Join(where, ", "), allowed[seq], retried[seq]))
 			}
 		}
 	}
@@ -356,6 +399,6 @@ func (r crashReport) summary() string {
 			kills[i] += "+" + strconv.Itoa(k.lateAcks)
 		}
 	}
-	return fmt.Sprintf("messages=%d kills=%d in-flight-at-kills=[%s] (sum %d; +N: acked just before the kill) deliveries=%d duplicates=%d (oldest lost ack %v before its kill) unexplained=%d handled-twice=%d lost=%d other-outcomes=[%s]",
-		r.messages, r.kills, strings.Join(kills, " "), r.sumInFlight(), r.deliveries, r.duplicates, r.lateAckUsed.Round(time.Millisecond), r.unexplained, r.handledTwice, len(r.lost), strings.Join(others, " "))
+	return fmt.Sprintf("messages=%d kills=%d in-flight-at-kills=[%s] (sum %d; +N: acked just before the kill) deliveries=%d retries=%d duplicates=%d (oldest lost ack %v before its kill) unexplained=%d handled-twice=%d lost=%d other-outcomes=[%s]",
+		r.messages, r.kills, strings.Join(kills, " "), r.sumInFlight(), r.deliveries, r.retries, r.duplicates, r.lateAckUsed.Round(time.Millisecond), r.unexplained, r.handledTwice, len(r.lost), strings.Join(others, " "))
 }

@@ -102,8 +102,8 @@ type workerProc struct {
 	logPath string
 	done    chan struct{} // closed when the process has ended and been reaped
 	waitErr error
-	ready   bool // its ledger exists: it handles SIGTERM
-	running int  // jobs received and not finished, per its ledger
+	ready   bool                // its ledger exists: it handles SIGTERM
+	running map[string]struct{} // ids of the jobs received and not finished, per its ledger
 }
 
 func (p *workerProc) exited() bool {
@@ -126,12 +126,15 @@ func (p *workerProc) readLedger() ([]entry, error) {
 	}
 	es, err := p.tail.read()
 	p.inc.entries = append(p.inc.entries, es...)
+	if p.running == nil {
+		p.running = map[string]struct{}{}
+	}
 	for _, e := range es {
 		switch e.op {
 		case opReceived:
-			p.running++
+			p.running[e.id] = struct{}{}
 		case opHandled, opOther:
-			p.running--
+			delete(p.running, e.id)
 		}
 	}
 	return es, err
@@ -181,50 +184,17 @@ func runWorkerCrash(t *testing.T, run crashRun) {
 	slices.Sort(thresholds)
 
 	dir := t.TempDir()
+	settings := workerSettings{url: run.url, queue: queue, lease: run.lease, concurrency: run.concurrency, work: run.work}
 	var all []*workerProc // every incarnation, in start order
 	live := make([]*workerProc, run.workers)
 	starts := make([]int, run.workers)
 	startWorker := func(slot int) {
 		// w2.1 is the second process run in slot 2 (its first restart).
-		name := fmt.Sprintf("w%d.%d", slot, starts[slot])
+		p := startWorkerProc(t, dir, fmt.Sprintf("w%d.%d", slot, starts[slot]), settings)
 		starts[slot]++
-		p := &workerProc{
-			inc:     incarnation{name: name},
-			logPath: filepath.Join(dir, name+".log"),
-			tail:    &tail{path: filepath.Join(dir, name+".ledger")},
-			done:    make(chan struct{}),
-		}
-		logf, err := os.Create(p.logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer logf.Close()
-		p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-		p.cmd.Env = append(os.Environ(),
-			childEnv+"=worker",
-			childURLEnv+"="+run.url,
-			childQueueEnv+"="+queue,
-			childLedgerEnv+"="+p.tail.path,
-			childLeaseEnv+"="+run.lease.String(),
-			childConcurrencyEnv+"="+strconv.Itoa(run.concurrency),
-			childWorkEnv+"="+run.work.String(),
-		)
-		p.cmd.Stdout, p.cmd.Stderr = logf, logf
-		if err := p.cmd.Start(); err != nil {
-			t.Fatalf("start worker %s: %v", name, err)
-		}
-		go func() { p.waitErr = p.cmd.Wait(); close(p.done) }()
 		all = append(all, p)
 		live[slot] = p
 	}
-	t.Cleanup(func() {
-		for _, p := range all {
-			if !p.exited() {
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}
-		}
-	})
 	for slot := range run.workers {
 		startWorker(slot)
 	}
@@ -249,7 +219,7 @@ func runWorkerCrash(t *testing.T, run crashRun) {
 	victim := func() int {
 		var busy []int
 		for slot, p := range live {
-			if p.running > 0 {
+			if len(p.running) > 0 {
 				busy = append(busy, slot)
 			}
 		}
@@ -292,30 +262,7 @@ func runWorkerCrash(t *testing.T, run crashRun) {
 		<-tick.C
 	}
 	processed := time.Since(start)
-
-	// Stop the survivors gracefully (pending acks are stored, unstarted
-	// messages released), once each handles SIGTERM.
-	for _, p := range live {
-		for !p.ready && !p.exited() {
-			consume(p)
-			if time.Now().After(deadline) {
-				t.Fatalf("worker %s did not start; its log ends:\n%s", p.inc.name, p.logTail())
-			}
-			<-tick.C
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, p := range live {
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("worker %s did not stop within 30s of SIGTERM; its log ends:\n%s", p.inc.name, p.logTail())
-		}
-		if p.waitErr != nil {
-			t.Errorf("worker %s: %v after SIGTERM; its log ends:\n%s", p.inc.name, p.waitErr, p.logTail())
-		}
-		consume(p)
-	}
+	stopWorkers(t, live, consume, deadline)
 
 	// Drain: whatever is left (messages whose ack a kill lost, once their
 	// lease has expired) is received here and counts as a delivery.
@@ -352,6 +299,90 @@ func runWorkerCrash(t *testing.T, run crashRun) {
 	}
 	if r.unexplained > 0 {
 		t.Errorf("%d duplicate deliveries of messages that were not in flight in a killed process: %v", r.unexplained, r.unexplainedSeqs)
+	}
+}
+
+// workerSettings are what a worker child is told (see workerChild).
+type workerSettings struct {
+	url, queue  string
+	lease       time.Duration
+	concurrency int
+	work        time.Duration // the longest job (see jobTime)
+	// failFirst is the fraction of first attempts whose handler fails,
+	// which the worker retries after backoff; 0 fails none.
+	failFirst float64
+	backoff   time.Duration
+}
+
+// startWorkerProc starts a worker child named name, its ledger and log in
+// dir, and kills it when the test ends if it still runs then.
+func startWorkerProc(t *testing.T, dir, name string, s workerSettings) *workerProc {
+	t.Helper()
+	p := &workerProc{
+		inc:     incarnation{name: name},
+		logPath: filepath.Join(dir, name+".log"),
+		tail:    &tail{path: filepath.Join(dir, name+".ledger")},
+		done:    make(chan struct{}),
+	}
+	logf, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(),
+		childEnv+"=worker",
+		childURLEnv+"="+s.url,
+		childQueueEnv+"="+s.queue,
+		childLedgerEnv+"="+p.tail.path,
+		childLeaseEnv+"="+s.lease.String(),
+		childConcurrencyEnv+"="+strconv.Itoa(s.concurrency),
+		childWorkEnv+"="+s.work.String(),
+	)
+	if s.failFirst > 0 {
+		p.cmd.Env = append(p.cmd.Env,
+			childFailEnv+"="+strconv.FormatFloat(s.failFirst, 'g', -1, 64),
+			childBackoffEnv+"="+s.backoff.String())
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start worker %s: %v", name, err)
+	}
+	go func() { p.waitErr = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		if !p.exited() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// stopWorkers stops the processes of live gracefully (pending acks are
+// stored, unstarted messages released), each once it handles SIGTERM, and
+// reads their ledgers to the end with consume.
+func stopWorkers(t *testing.T, live []*workerProc, consume func(*workerProc), deadline time.Time) {
+	t.Helper()
+	for _, p := range live {
+		for !p.ready && !p.exited() {
+			consume(p)
+			if time.Now().After(deadline) {
+				t.Fatalf("worker %s did not start; its log ends:\n%s", p.inc.name, p.logTail())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range live {
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("worker %s did not stop within 30s of SIGTERM; its log ends:\n%s", p.inc.name, p.logTail())
+		}
+		if p.waitErr != nil {
+			t.Errorf("worker %s: %v after SIGTERM; its log ends:\n%s", p.inc.name, p.waitErr, p.logTail())
+		}
+		consume(p)
 	}
 }
 
