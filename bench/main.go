@@ -6,6 +6,7 @@
 //
 //	go run . --broker all --scenario all                 # quick preset, ~15 min
 //	go run . --preset full --broker postgres --scenario burn-down
+//	go run . --scenario pgque --pgque-sql ~/pgque/sql/pgque.sql  # Fila against PgQue, ~5 min
 //
 // See BENCHMARKS.md at the repository root for the scenarios, the exact
 // commands and the latest figures.
@@ -54,12 +55,19 @@ type config struct {
 	fanoutDrainK int
 	fanoutConc   int
 
+	pgque pgqueSettings // the PgQue comparison (scenario pgque)
+
 	pgURL, redisURL, amqpURL, mongoURL string
 	cpuProfile                         string
 }
 
 var allBrokers = []string{"postgres", "redis", "rabbitmq", "mongo"}
 var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustained", "fanout"}
+
+// optionalScenarios run only when named: they are not part of "all".
+// pgque is the comparison with PgQue (issue 37), on PostgreSQL only; it
+// makes its own databases, so --broker does not apply to it.
+var optionalScenarios = []string{"pgque"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -105,7 +113,8 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg config
 	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, all, or a comma-separated list")
-	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, fanout, all, or a comma-separated list")
+	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, fanout, all, or a comma-separated list; "+
+		"also pgque (not in all): Fila's PostgreSQL log and skip-locked modes against PgQue, see the --pgque flags")
 	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all. "+
 		"The word fila-log adds Fila's PostgreSQL log storage mode (fila_mode=log) as its own system, which runs only when named")
 	preset := fs.String("preset", "quick", "quick (all brokers in ~15 min) or full (the sizes of issue 11)")
@@ -136,6 +145,17 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.redisURL, "redis-url", getenv("FILA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL")
 	fs.StringVar(&cfg.amqpURL, "rabbitmq-url", getenv("FILA_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
 	fs.StringVar(&cfg.mongoURL, "mongo-url", getenv("FILA_TEST_MONGO_URL", "mongodb://127.0.0.1:27017/"), "MongoDB (or FerretDB) URL")
+	fs.StringVar(&cfg.pgque.sqlPath, "pgque-sql", os.Getenv("FILA_BENCH_PGQUE_SQL"), "PgQue's install script (sql/pgque.sql of github.com/NikolayS/pgque) for the pgque scenario; "+
+		"default $FILA_BENCH_PGQUE_SQL; without it PgQue is skipped and only Fila's two modes run")
+	fs.IntVar(&cfg.pgque.fanN, "pgque-fanout-n", 20_000, "pgque scenario: events published per fan-out case")
+	pgqueSubs := fs.String("pgque-fanout-subs", "1,3,10", "pgque scenario: subscription counts of the fan-out cases")
+	fs.IntVar(&cfg.pgque.fanBatch, "pgque-fanout-batch", 100, "pgque scenario: events per publish call in the fan-out")
+	fs.IntVar(&cfg.pgque.drainN, "pgque-drain-n", 100_000, "pgque scenario: backlog drained by one consumer")
+	fs.IntVar(&cfg.pgque.drainBatch, "pgque-drain-batch", 1000, "pgque scenario: most messages per receive in the drain (at most 1000, Fila's MaxReceive)")
+	fs.DurationVar(&cfg.pgque.tick, "pgque-tick", 10*time.Millisecond, "pgque scenario: how often PgQue's ticker runs")
+	fs.DurationVar(&cfg.pgque.poll, "pgque-poll", 5*time.Millisecond, "pgque scenario: how long PgQue's consumer sleeps after an empty receive (its Go client's default is 30s)")
+	fs.DurationVar(&cfg.pgque.limit, "pgque-limit", 3*time.Minute, "pgque scenario: longest wait for a fan-out's consumers or a drain")
+	fs.Float64Var(&cfg.pgque.rate, "pgque-rate", 500, "pgque scenario: offered rate (msg/s) of its latency case")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to the file (combine with --systems fila)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -144,7 +164,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.brokers, err = pickList(*broker, allBrokers); err != nil {
 		return cfg, err
 	}
-	if cfg.scenarios, err = pickList(*scenario, allScenarios); err != nil {
+	if cfg.scenarios, err = pickList(*scenario, allScenarios, optionalScenarios...); err != nil {
 		return cfg, err
 	}
 	if *systems != "" {
@@ -166,6 +186,17 @@ func parseFlags(args []string) (config, error) {
 			return cfg, fmt.Errorf("bad --burn-concurrency %q", f)
 		}
 		cfg.burnConcs = append(cfg.burnConcs, n)
+	}
+	for _, f := range strings.Split(*pgqueSubs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("bad --pgque-fanout-subs %q", f)
+		}
+		cfg.pgque.fanSubs = append(cfg.pgque.fanSubs, n)
+	}
+	if p := cfg.pgque; p.fanN < 1 || p.fanBatch < 1 || p.drainN < 1 || p.drainBatch < 1 || p.drainBatch > fila1000 ||
+		p.tick <= 0 || p.poll <= 0 || p.limit <= 0 || p.rate <= 0 {
+		return cfg, fmt.Errorf("bad --pgque-* setting: sizes, durations and the rate must be positive, --pgque-drain-batch at most %d", fila1000)
 	}
 	for _, f := range strings.Split(*fanoutSubs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -210,6 +241,7 @@ func parseFlags(args []string) (config, error) {
 	setDefault(&cfg.latencyDur, p.lat)
 	setDefault(&cfg.susDur, p.sus)
 	cfg.susConc = cfg.latencyConc
+	cfg.pgque.enqueueDur, cfg.pgque.latencyDur, cfg.pgque.latConc = cfg.enqueueDur, cfg.latencyDur, cfg.latencyConc
 	return cfg, nil
 }
 
@@ -232,15 +264,17 @@ func setDefault[T comparable](v *T, def T) {
 	}
 }
 
-func pickList(v string, all []string) ([]string, error) {
+// pickList is the names of v: "all" (every name of all), or a
+// comma-separated list of names of all or of extra (which "all" leaves out).
+func pickList(v string, all []string, extra ...string) ([]string, error) {
 	if v == "all" {
 		return all, nil
 	}
 	var out []string
 	for _, f := range strings.Split(v, ",") {
 		f = strings.TrimSpace(f)
-		if !slices.Contains(all, f) {
-			return nil, fmt.Errorf("unknown %q: want one of %s or all", f, strings.Join(all, ", "))
+		if !slices.Contains(all, f) && !slices.Contains(extra, f) {
+			return nil, fmt.Errorf("unknown %q: want one of %s or all", f, strings.Join(append(slices.Clone(all), extra...), ", "))
 		}
 		out = append(out, f)
 	}

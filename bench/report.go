@@ -102,6 +102,9 @@ func (r *report) markdown(cfg config) string {
 	if len(r.sustained) > 0 {
 		b.WriteString(sustainedMarkdown(r.sustained, cfg.susRate, cfg.susDur))
 	}
+	if len(r.pgque) > 0 {
+		b.WriteString(pgqueMarkdown(r.pgque, r.pgqueNotes, cfg))
+	}
 	if len(r.fanPub) > 0 || len(r.fanDrain) > 0 {
 		b.WriteString(fanoutMarkdown(r.fanPub, r.fanDrain, cfg))
 	}

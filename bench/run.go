@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -13,9 +14,12 @@ type report struct {
 	fanPub    []fanoutPublish
 	fanDrain  []fanoutDrain
 	sustained []sustainedRun
-	started   time.Time
-	delay     time.Duration // the delay scenario's Delay, for its row names
-	took      time.Duration
+	// pgque: the PgQue comparison's figures (scenario pgque), and its notes.
+	pgque      []result
+	pgqueNotes []string
+	started    time.Time
+	delay      time.Duration // the delay scenario's Delay, for its row names
+	took       time.Duration
 }
 
 // run measures every selected scenario on every selected broker, closing
@@ -24,8 +28,16 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	rep := &report{started: time.Now(), delay: cfg.delay}
 	defer func() { rep.took = time.Since(rep.started) }()
 	var errs []error
+	if cfg.wants("pgque") {
+		if err := pgqueComparison(ctx, cfg, rep); err != nil {
+			logf("pgque comparison: %v", err)
+			errs = append(errs, fmt.Errorf("pgque comparison: %w", err))
+		}
+	}
+	// The brokers run the other scenarios; with none, none is connected.
+	others := slices.ContainsFunc(cfg.scenarios, func(s string) bool { return !slices.Contains(optionalScenarios, s) })
 	for _, b := range cfg.brokers {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !others {
 			break
 		}
 		if err := runBroker(ctx, cfg, b, rep); err != nil {

@@ -23,36 +23,54 @@ type result struct {
 	Skipped  bool   // the system has no such operation
 }
 
+// enqueueCase is one shape of the enqueue scenario.
+type enqueueCase struct {
+	label      string
+	goroutines int
+	batch      int
+}
+
+var enqueueCases = []enqueueCase{
+	{"enqueue single, 1 goroutine", 1, 1},
+	{"enqueue single, 8 goroutines", 8, 1},
+	{"enqueue batch of 100", 1, 100},
+}
+
 // enqueueScenario measures single-message enqueue from 1 and from 8
 // goroutines, and batches of 100 from 1 goroutine, each for d.
 func enqueueScenario(ctx context.Context, broker string, s System, d time.Duration) ([]result, error) {
 	var out []result
-	for _, c := range []struct {
-		label      string
-		goroutines int
-		batch      int
-	}{{"enqueue single, 1 goroutine", 1, 1}, {"enqueue single, 8 goroutines", 8, 1}, {"enqueue batch of 100", 1, 100}} {
-		if err := s.Setup(ctx); err != nil {
+	for _, c := range enqueueCases {
+		r, err := enqueueCaseRun(ctx, broker, s, c, d)
+		if err != nil {
 			return out, err
 		}
-		progress.set(fmt.Sprintf("%s %s: %s", broker, s.Name(), c.label))
-		n, el, err := timedEnqueue(ctx, s, c.goroutines, c.batch, d)
-		terr := s.Teardown(ctx)
-		r := result{Broker: broker, Scenario: c.label, System: s.Name(), Unit: "msg/s", Higher: true}
-		switch {
-		case errors.Is(err, errNoBatch):
-			r.Skipped, r.Note = true, "no batch API"
-		case err != nil:
-			return out, fmt.Errorf("%s: %w", c.label, err)
-		default:
-			r.Value = float64(n) / el.Seconds()
-		}
 		out = append(out, r)
-		if terr != nil {
-			logf("%s teardown: %v", s.Name(), terr)
-		}
 	}
 	return out, nil
+}
+
+// enqueueCaseRun measures one enqueue case on a fresh queue for d.
+func enqueueCaseRun(ctx context.Context, broker string, s System, c enqueueCase, d time.Duration) (result, error) {
+	r := result{Broker: broker, Scenario: c.label, System: s.Name(), Unit: "msg/s", Higher: true}
+	if err := s.Setup(ctx); err != nil {
+		return r, err
+	}
+	progress.set(fmt.Sprintf("%s %s: %s", broker, s.Name(), c.label))
+	n, el, err := timedEnqueue(ctx, s, c.goroutines, c.batch, d)
+	terr := s.Teardown(ctx)
+	if terr != nil {
+		logf("%s teardown: %v", s.Name(), terr)
+	}
+	switch {
+	case errors.Is(err, errNoBatch):
+		r.Skipped, r.Note = true, "no batch API"
+	case err != nil:
+		return r, fmt.Errorf("%s: %w", c.label, err)
+	default:
+		r.Value = float64(n) / el.Seconds()
+	}
+	return r, nil
 }
 
 // timedEnqueue enqueues from g goroutines in batches of batch for d and

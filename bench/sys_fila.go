@@ -163,3 +163,70 @@ func (s *filaSystem) Close(ctx context.Context) error {
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(logWriter{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
+
+// connect opens the client when disconnect (or a fresh Teardown) closed it.
+func (s *filaSystem) connect(ctx context.Context) error {
+	if s.client != nil {
+		return nil
+	}
+	c, err := fila.Open(ctx, s.url, fila.WithLogger(quietLogger()))
+	if err != nil {
+		return err
+	}
+	s.client = c
+	return nil
+}
+
+// disconnect closes the client and with it every connection it holds (on
+// PostgreSQL the backends then flush their statistics as they exit).
+func (s *filaSystem) disconnect() error {
+	if s.client == nil {
+		return nil
+	}
+	err := s.client.Close()
+	s.client = nil
+	return err
+}
+
+// startBatch runs one consumer of queue that takes up to max messages per
+// call and acks them as a batch: Receive, then AckReceive (the acks of one
+// batch with the claim of the next, in one round trip where the driver can)
+// until that claims nothing, then Receive again. Done counts the messages
+// of a batch once its acks are stored.
+func (s *filaSystem) startBatch(parent context.Context, queue string, max int, onStart func([]byte)) (Consumer, error) {
+	c := s.client
+	p := fila.ReceiveParams{Max: max}
+	ctx, cancel := context.WithCancel(parent)
+	l := &goLoop{cancel: cancel}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		var ds []*fila.Delivery
+		for ctx.Err() == nil {
+			if len(ds) == 0 {
+				var err error
+				if ds, err = c.Receive(ctx, queue, p); err != nil {
+					if ctx.Err() == nil {
+						logf("%s receive: %v", s.Name(), err)
+						sleepCtx(ctx, 10*time.Millisecond)
+					}
+					continue
+				}
+			}
+			for _, d := range ds {
+				onStart(d.Body)
+			}
+			next, ackErr, err := c.AckReceive(ctx, ds, queue, p)
+			if ackErr == nil {
+				l.done.Add(int64(len(ds)))
+			} else if ctx.Err() == nil {
+				logf("%s ack: %v", s.Name(), ackErr)
+			}
+			if err != nil && ctx.Err() == nil {
+				logf("%s receive: %v", s.Name(), err)
+			}
+			ds = next
+		}
+	}()
+	return l, nil
+}
