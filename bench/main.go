@@ -153,7 +153,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.pgque.drainN, "pgque-drain-n", 100_000, "pgque scenario: backlog drained by one consumer")
 	fs.IntVar(&cfg.pgque.drainBatch, "pgque-drain-batch", 1000, "pgque scenario: most messages per receive in the drain (at most 1000, Fila's MaxReceive)")
 	fs.DurationVar(&cfg.pgque.tick, "pgque-tick", 10*time.Millisecond, "pgque scenario: how often PgQue's ticker runs")
-	fs.DurationVar(&cfg.pgque.poll, "pgque-poll", 5*time.Millisecond, "pgque scenario: how long PgQue's consumer sleeps after an empty receive (its Go client's default is 30s)")
+	fs.DurationVar(&cfg.pgque.poll, "pgque-poll", 10*time.Millisecond, "pgque scenario: how long PgQue's consumer sleeps after an empty receive "+
+		"(its Go client's default is 30s; every empty receive locks the subscription row, a WAL record and a commit)")
 	fs.DurationVar(&cfg.pgque.limit, "pgque-limit", 3*time.Minute, "pgque scenario: longest wait for a fan-out's consumers or a drain")
 	fs.Float64Var(&cfg.pgque.rate, "pgque-rate", 500, "pgque scenario: offered rate (msg/s) of its latency case")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to the file (combine with --systems fila)")
