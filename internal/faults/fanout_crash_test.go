@@ -245,12 +245,12 @@ func runFanoutCrash(t *testing.T, run fanoutRun) {
 		return busy[rng.IntN(len(busy))]
 	}
 	// stalled describes a subscription that handled nothing for too long
-	// although messages wait for it.
-	stalled := func(s *subscription, waiting int) string {
+	// although some of its messages are unhandled.
+	stalled := func(s *subscription, unhandled int) string {
 		p := s.live
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s: subscription %d (queue %s) handled nothing for %v with %d of %d messages handled and %d waiting (%d published)",
-			run.name, s.index, s.queue, time.Since(s.progressAt).Round(time.Second), s.n, run.messages, waiting, published.Load())
+		fmt.Fprintf(&b, "%s: subscription %d (queue %s) handled nothing for %v with %d of %d messages handled, %d of those published unhandled",
+			run.name, s.index, s.queue, time.Since(s.progressAt).Round(time.Second), s.n, run.messages, unhandled)
 		fmt.Fprintf(&b, "; its process %s (pid %d) has %d jobs running per its ledger", p.inc.name, p.cmd.Process.Pid, len(p.running))
 		if !s.killedAt.IsZero() {
 			fmt.Fprintf(&b, "; its last kill was %v ago", time.Since(s.killedAt).Round(time.Millisecond))
@@ -306,8 +306,8 @@ func runFanoutCrash(t *testing.T, run fanoutRun) {
 			if s.live.exited() {
 				t.Fatalf("worker %s exited by itself (%v); its log ends:\n%s", s.live.inc.name, s.live.waitErr, s.live.logTail())
 			}
-			if waiting := int(published.Load()) - s.n; waiting > 0 && time.Since(s.progressAt) > run.stall {
-				t.Fatal(stalled(s, waiting))
+			if unhandled := int(published.Load()) - s.n; unhandled > 0 && time.Since(s.progressAt) > run.stall {
+				t.Fatal(stalled(s, unhandled))
 			}
 		}
 		for kills < run.kills && nHandled >= thresholds[kills] {
