@@ -117,6 +117,10 @@
 // fila_rotate_interval rotation copies the rows the oldest generation
 // still needs (messages not yet read, live leases, pending delays, read
 // positions) into the current one and empties the oldest with TRUNCATE.
+// Rotation is skipped while nothing was written since the last one (an
+// idle schema, or a backlog nobody reads or adds to, costs no writes and no
+// catalog churn), and a generation that holds no row is made current
+// without a TRUNCATE.
 //
 // Choose it when a long transaction (a report, a forgotten BEGIN, a
 // replica with hot_standby_feedback) may hold back vacuum for minutes: the

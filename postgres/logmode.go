@@ -33,8 +33,8 @@ const (
 )
 
 // newLogStatements returns the statements of the log mode. The functions
-// they call are defined in migrations/0005_log.sql (rotation's two in
-// 0006_log_rotate_snapshot.sql, log_receive in 0007_log_receive_max.sql);
+// they call are defined in migrations/0005_log.sql (log_receive as of
+// 0007_log_receive_max.sql, rotation's two as of 0008_log_rotate_idle.sql);
 // the statements keep the
 // parameters and result columns of the skip-locked mode's, so the Go code
 // around them (notifications, waiting, dedup holders, paging) is shared.
