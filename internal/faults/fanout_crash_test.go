@@ -262,6 +262,15 @@ func runFanoutCrash(t *testing.T, run fanoutRun) {
 			fmt.Fprintf(&b, "; QueueStats: %v", err)
 		} else {
 			fmt.Fprintf(&b, "; the queue holds ready=%d delayed=%d leased=%d dead=%d", st.Ready, st.Delayed, st.Leased, st.Dead)
+			if st.Ready+st.Delayed+st.Leased == 0 {
+				var seqs []int
+				for seq := range int(published.Load()) {
+					if !s.handled[seq] && len(seqs) < 10 {
+						seqs = append(seqs, seq)
+					}
+				}
+				fmt.Fprintf(&b, " (nothing left to deliver: the unhandled messages are lost, e.g. seq %v)", seqs)
+			}
 		}
 		fmt.Fprintf(&b, "; progress of all subscriptions:")
 		for _, o := range subs {
