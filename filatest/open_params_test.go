@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
-	"github.com/fila-go/fila/internal/testenv"
+	"github.com/fila-go/fila/filatest"
 	_ "github.com/fila-go/fila/memory"
 	_ "github.com/fila-go/fila/mongo"
 	_ "github.com/fila-go/fila/postgres"
@@ -42,13 +42,13 @@ func TestOpenRefusesUnknownParameters(t *testing.T) {
 		url    func(testing.TB) string
 	}{
 		{"mem", literal("mem://open-params")},
-		{"postgres", withScheme("postgres", testenv.PostgresURL)},
-		{"postgresql", withScheme("postgresql", testenv.PostgresURL)},
-		{"redis", withScheme("redis", testenv.RedisURL)},
-		{"rediss", withScheme("rediss", testenv.RedisURL)},
-		{"amqp", withScheme("amqp", testenv.RabbitMQURL)},
-		{"amqps", withScheme("amqps", testenv.RabbitMQURL)},
-		{"mongodb", withScheme("mongodb", testenv.MongoURL)},
+		{"postgres", withScheme("postgres", brokerURL(filatest.Postgres))},
+		{"postgresql", withScheme("postgresql", brokerURL(filatest.Postgres))},
+		{"redis", withScheme("redis", brokerURL(filatest.Redis))},
+		{"rediss", withScheme("rediss", brokerURL(filatest.Redis))},
+		{"amqp", withScheme("amqp", brokerURL(filatest.RabbitMQ))},
+		{"amqps", withScheme("amqps", brokerURL(filatest.RabbitMQ))},
+		{"mongodb", withScheme("mongodb", brokerURL(filatest.Mongo))},
 		// The check comes before the SRV lookup, so no SRV record is needed.
 		{"mongodb+srv", literal("mongodb+srv://nosuchhost.invalid/")},
 	}
@@ -110,4 +110,11 @@ func withPassword(u *url.URL) string {
 	const secret = "pw-S3cret-f1la"
 	u.User = url.UserPassword(user, secret)
 	return secret
+}
+
+// brokerURL returns the URL of a test server of broker (filatest.URL; this
+// package's tests do not import internal/testenv, whose skip hint would
+// change the lines TestSkipReport checks).
+func brokerURL(broker string) func(testing.TB) string {
+	return func(tb testing.TB) string { tb.Helper(); return filatest.URL(tb, broker) }
 }
