@@ -28,7 +28,7 @@
 //     so: log_receive returned more than Max and the worker deadlocked).
 //     On FerretDB, whose claims cost a scan of the pending documents each
 //     and whose operations take seconds under load, the run is 150
-//     messages with a 5 s lease and 4 jobs per process. A driver without
+//     messages with a 10 s lease and 4 jobs per process. A driver without
 //     topics is skipped, naming why.
 //   - TestBrokerCrash: a private broker on its own port and data directory
 //     (redis-server with appendonly yes and appendfsync always; an initdb'd
