@@ -608,8 +608,14 @@ func (c *Client) receiveUnlessPaused(cl entered, qc *queueControl, queue string,
 		// The call's context ended while the driver completed a claim it
 		// had sent (a driver never abandons one): nobody will handle these,
 		// so they go back at once instead of waiting out their leases
-		// (contract: cancellation).
-		c.giveBack(queue, bds, "claimed as the call's context ended")
+		// (contract: cancellation). In the background, so the call returns
+		// promptly; Close waits for it (the call counts as in flight until
+		// it returns, so the Add comes before Close's Wait).
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			c.giveBack(queue, bds, "claimed as the call's context ended")
+		}()
 		return nil, cerr
 	}
 	return bds, err
