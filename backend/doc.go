@@ -86,8 +86,11 @@
 //     for byte: a driver that keeps a message in memory stores and hands out
 //     copies, never the caller's slices (contract: byte-exact).
 //   - Context errors are returned unwrapped (errors.Is(err,
-//     context.Canceled)). A message claimed while ctx was being cancelled is
-//     not lost: its lease expires (contract: cancellation).
+//     context.Canceled)). A claim sent to the broker is completed even when
+//     ctx ends meanwhile, and what it claimed is returned: the portable
+//     layer gives it back at once, so it is neither lost nor held for a
+//     lease (contract: cancellation). Receive never returns more than
+//     p.Max deliveries.
 //   - Close releases resources. It never acks. Leased messages are released
 //     or left to expire (contract: close).
 package backend
