@@ -14,8 +14,8 @@
 //   - TestFanoutCrash, on PostgreSQL in both modes (skip-locked, and log
 //     with fila_rotate_interval=300ms so rotation runs throughout), Redis,
 //     RabbitMQ and MongoDB (FerretDB here), one broker after another: a
-//     topic with 3 subscriptions (their queues are ordinary queues), 5,000
-//     messages published in batches of 100 while one worker process per
+//     topic with 3 subscriptions (their queues are ordinary queues), 2,000
+//     messages (the run had 5,000) published in batches of 100 while one worker process per
 //     subscription (lease 2 s) consumes, 5% of first attempts failing and
 //     retried after 200 ms, 5 SIGKILLs of a random busy worker at random
 //     points of the overall progress, each killed one replaced at once.
