@@ -604,20 +604,22 @@ func (c *Client) receiveUnlessPaused(cl entered, qc *queueControl, queue string,
 		c.giveBack(queue, bds, "claimed as its queue was paused")
 		return nil, errPaused
 	}
-	if cerr := cl.ctx.Err(); cerr != nil && len(bds) > 0 {
-		// The call's context ended while the driver completed a claim it
-		// had sent (a driver never abandons one): nobody will handle these,
-		// so they go back at once instead of waiting out their leases
-		// (contract: cancellation). In the background, so the call returns
-		// promptly; Close waits for it (the call counts as in flight until
-		// it returns, so the Add comes before Close's Wait).
+	if cl.ctx.Err() != nil && len(bds) > 0 && c.isClosed() {
+		// Close ended the call while the driver completed a claim it had
+		// sent: nobody will settle these, so they go back at once
+		// (contract: close). Close waits for the give-back (the call
+		// counts as in flight until it returns, so the Add comes first).
 		c.bg.Add(1)
 		go func() {
 			defer c.bg.Done()
-			c.giveBack(queue, bds, "claimed as the call's context ended")
+			c.giveBack(queue, bds, "claimed as the client closed")
 		}()
-		return nil, cerr
+		return nil, ErrClosed
 	}
+	// A claim the driver completed after the caller's context ended is
+	// returned, not given back: a consumer polling with contexts shorter
+	// than a claim (FerretDB under load) would otherwise claim and give
+	// back the same message forever (contract: cancellation).
 	return bds, err
 }
 

@@ -88,8 +88,8 @@
 //   - Context errors are returned unwrapped (errors.Is(err,
 //     context.Canceled)). A claim sent to the broker is completed even when
 //     ctx ends meanwhile, and what it claimed is returned: the portable
-//     layer gives it back at once, so it is neither lost nor held for a
-//     lease (contract: cancellation). Receive never returns more than
+//     layer hands it out (or gives it back after Close), so it is neither
+//     lost nor held for a lease (contract: cancellation). Receive never returns more than
 //     p.Max deliveries.
 //   - Close releases resources. It never acks. Leased messages are released
 //     or left to expire (contract: close).

@@ -19,8 +19,8 @@ type Driver interface {
 	// up to p.Max of them under leases of p.Lease. It returns ctx.Err() when ctx
 	// ends while it waits. A claim it has sent to the broker is not abandoned
 	// when ctx ends: Receive waits for its answer (under a timeout of its
-	// own) and returns what it claimed, which the portable layer gives back
-	// at once when the caller's context has ended. It never returns more
+	// own) and returns what it claimed, which the portable layer hands out
+	// (or gives back after Close). It never returns more
 	// than p.Max deliveries.
 	Receive(ctx context.Context, queue string, p ReceiveParams) ([]Delivery, error)
 
