@@ -431,3 +431,27 @@ func (g *gauge) add(n int64) {
 		}
 	}
 }
+
+// waitClosed waits for ch to close and fails t with what after
+// waitTimeout: a job that never starts fails its test instead of hanging
+// the package until go test's timeout.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s within %v", what, waitTimeout)
+	}
+}
+
+// recvErr receives from ch and fails t with what after waitTimeout.
+func recvErr(t *testing.T, ch <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s within %v", what, waitTimeout)
+		return nil
+	}
+}

@@ -132,7 +132,7 @@ func testCancelRunning(t *testing.T, c *fila.Client) {
 		t.Fatalf("MessageCancel: %v", err)
 	}
 	ev := rec.waitEnds(t, 1)[0]
-	if cause := <-causes; !errors.Is(cause, fila.ErrCancelled) {
+	if cause := recvErr(t, causes, "the job's context did not end"); !errors.Is(cause, fila.ErrCancelled) {
 		t.Errorf("the handler's context ended with cause %v, want fila.ErrCancelled", cause)
 	}
 	if ev.Outcome != worker.OutcomeCancelled || ev.ID != id || ev.SettleErr != nil {
@@ -389,7 +389,7 @@ func testTimeout(t *testing.T, c *fila.Client) {
 	})
 	enqueue(t, c, q, fila.Message{Kind: "slow"})
 	ev := rec.waitEnds(t, 1)[0]
-	if cause := <-causes; !errors.Is(cause, worker.ErrTimeout) {
+	if cause := recvErr(t, causes, "the job's context did not end"); !errors.Is(cause, worker.ErrTimeout) {
 		t.Errorf("context cause = %v; want ErrTimeout", cause)
 	}
 	if !errors.Is(ev.Err, worker.ErrTimeout) || !errors.Is(ev.Err, context.DeadlineExceeded) {
@@ -422,7 +422,7 @@ func testHeartbeatKeepsLease(t *testing.T, c *fila.Client) {
 		})
 	})
 	enqueue(t, c, q, fila.Message{Kind: "long"})
-	<-started
+	waitClosed(t, started, "the job did not start")
 	// For two leases, a competing consumer finds nothing.
 	assertEmpty(t, c, q, 2*time.Second)
 	close(finish)
@@ -450,7 +450,7 @@ func testLeaseLost(t *testing.T, c *fila.Client) {
 		})
 	})
 	id := enqueue(t, c, q, fila.Message{Kind: "long"})
-	<-started
+	waitClosed(t, started, "the job did not start")
 	// Another consumer takes the message once the lease expired.
 	ds := receiveNow(t, c, q, 1, waitTimeout)
 	if ds[0].ID != id || ds[0].Attempt != 2 {
@@ -460,7 +460,7 @@ func testLeaseLost(t *testing.T, c *fila.Client) {
 	if ev.Outcome != worker.OutcomeLeaseLost || !errors.Is(ev.SettleErr, fila.ErrLeaseLost) {
 		t.Fatalf("end = %+v; want lease lost", ev)
 	}
-	if cause := <-causes; !errors.Is(cause, fila.ErrLeaseLost) {
+	if cause := recvErr(t, causes, "the job's context did not end"); !errors.Is(cause, fila.ErrLeaseLost) {
 		t.Errorf("job context cause = %v; want ErrLeaseLost", cause)
 	}
 	// The worker applied nothing: the new holder's lease is intact.
@@ -486,7 +486,7 @@ func testShutdownFinish(t *testing.T, c *fila.Client) {
 		})
 	})
 	id := enqueue(t, c, q, fila.Message{Kind: "job"})
-	<-started
+	waitClosed(t, started, "the job did not start")
 	r.cancel()
 	// Run waits for the running job.
 	time.Sleep(100 * time.Millisecond)
@@ -497,7 +497,7 @@ func testShutdownFinish(t *testing.T, c *fila.Client) {
 	if err := r.wait(); err != nil {
 		t.Fatalf("Run = %v; want nil", err)
 	}
-	if err := <-ctxErrs; err != nil {
+	if err := recvErr(t, ctxErrs, "the job did not return"); err != nil {
 		t.Errorf("job context ended (%v) within the grace period", err)
 	}
 	if ev := rec.waitEnds(t, 1)[0]; ev.Outcome != worker.OutcomeAck || ev.ID != id {
@@ -523,11 +523,11 @@ func testShutdownGraceOver(t *testing.T, c *fila.Client) {
 		})
 	})
 	id := enqueue(t, c, q, fila.Message{Kind: "stubborn"})
-	<-started
+	waitClosed(t, started, "the job did not start")
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run = %v; want nil", err)
 	}
-	if cause := <-causes; !errors.Is(cause, worker.ErrShutdown) {
+	if cause := recvErr(t, causes, "the job's context did not end"); !errors.Is(cause, worker.ErrShutdown) {
 		t.Errorf("job context cause = %v; want ErrShutdown", cause)
 	}
 	ev := rec.waitEnds(t, 1)[0]
@@ -799,7 +799,7 @@ func testClientClosed(t *testing.T, c *fila.Client) {
 		})
 	})
 	enqueue(t, c, q, fila.Message{Kind: "job"})
-	<-started
+	waitClosed(t, started, "the job did not start")
 	c.Close()
 	close(finish)
 	if err := r.wait(); !errors.Is(err, fila.ErrClosed) {
