@@ -142,11 +142,12 @@
 //
 // A call whose context ended returns the context's error, whatever the
 // server said, with one exception: a Receive whose claim (findAndModify,
-// or the updateMany of a batch) was already sent waits for it, under a
-// timeout of its own (10 s), and returns what it claimed, which
-// fila.Client.Receive gives back at once (contract: cancellation); a
-// cancelled claim would still run on the server and leave the messages
-// leased to nobody for a whole lease. Failures a retry may cure wrap fila.ErrUnavailable: network
+// or the updateMany of a batch) was already sent waits for it, up to 10 s
+// after the context ended, and returns what it claimed, which
+// fila.Client.Receive hands out (or gives back after Close; contract:
+// cancellation); a cancelled claim would still run on the server and
+// leave the messages leased to nobody for a whole lease. While the
+// context lasts, a claim is waited for however long the server takes. Failures a retry may cure wrap fila.ErrUnavailable: network
 // errors, no reachable primary, a server shutting down or stepping down,
 // an operation the server interrupted or timed out while the caller still
 // waited. Refused credentials or permissions (AuthenticationFailed,

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/linger"
 )
 
 // claimSort orders claimable messages: earliest due first, then by id
@@ -120,22 +121,21 @@ func withoutDeadline(ctx context.Context) (context.Context, context.CancelFunc) 
 	return rctx, func() { stop(); cancel() }
 }
 
-// claimTimeout bounds a claim that Receive has sent, which runs under a
-// context of its own (see claimContext).
+// claimTimeout bounds a claim that Receive has sent once the caller's
+// context has ended (see claimContext).
 const claimTimeout = 10 * time.Second
 
 // claimContext returns the context of a claim that Receive sends: ctx's
-// values without its end, and a timeout of its own. A claim the server
+// values, lasting while ctx does and claimTimeout after. A claim the server
 // completes after the client gave up (a cancelled mongo call still runs
 // there) would leave messages leased to nobody until their leases expire,
-// so a claim sent runs to its end, and what it claimed is returned even
-// though ctx has ended (the portable layer gives it back at once). The
-// timeout is a cancellation, not a deadline: like waitRead's, the claim
+// so a claim sent runs to its end, however slow the server (FerretDB under
+// load has taken over 10 s), and what it claimed is returned even though
+// ctx has ended (the portable layer hands it out, or gives it back after
+// Close). Like waitRead's, the context carries no deadline, so the claim
 // carries no maxTimeMS.
 func claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	t := time.AfterFunc(claimTimeout, cancel)
-	return cctx, func() { t.Stop(); cancel() }
+	return linger.Context(ctx, claimTimeout)
 }
 
 // claim claims up to p.Max messages. What only reads (claimMany's look
