@@ -95,8 +95,8 @@
 // background within fila_block, holding its connection until then. A claim
 // it has already sent (the receive transaction) is not abandoned: it runs
 // to its end, under a timeout of its own (10 s), and the Receive returns
-// what it claimed, which fila.Client.Receive gives back at once (contract:
-// cancellation).
+// what it claimed, which fila.Client.Receive hands out, or gives back after
+// Close (contract: cancellation).
 //
 // # Redis Cluster and Sentinel
 //

@@ -328,7 +328,7 @@ const claimTimeout = 10 * time.Second
 // after NOSCRIPT) would leave what it claimed leased, or without a
 // deadline at all, while nobody got it. Receive waits for the claim and
 // returns what it claimed, even when ctx ended meanwhile; the portable
-// layer gives such deliveries back at once.
+// layer hands such deliveries out, or gives them back after Close.
 func claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 }
