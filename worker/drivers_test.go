@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,8 +125,27 @@ func urlOpener(raw string, params map[string]string) func(t *testing.T) *fila.Cl
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Close() })
+		t.Cleanup(func() { closeWithin(t, c, time.Minute) })
 		return c
+	}
+}
+
+// closeWithin closes c and fails t if Close takes longer than limit,
+// naming where each goroutine of the library waits: a Close that hangs
+// fails its test at once instead of holding the package until go test's
+// timeout, whose report CI's log cuts.
+func closeWithin(t *testing.T, c *fila.Client, limit time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Errorf("Client.Close did not return within %v; the library's goroutines wait in:\n%s",
+			limit, strings.Join(libraryWaits(), "\n"))
 	}
 }
 

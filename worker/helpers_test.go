@@ -455,3 +455,21 @@ func recvErr(t *testing.T, ch <-chan error, what string) error {
 		return nil
 	}
 }
+
+// libraryWaits returns, for each goroutine running code of this module, its
+// first line and its innermost frame of the module: where it waits.
+func libraryWaits() []string {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		lines := strings.Split(g, "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "github.com/fila-go/fila/") && i+1 < len(lines) {
+				out = append(out, lines[0]+" "+l+" "+strings.TrimSpace(lines[i+1]))
+				break
+			}
+		}
+	}
+	return out
+}
