@@ -91,8 +91,10 @@
 // Attempts come from the quorum queue's delivery count plus a count carried
 // across the driver's own republishes. Messages pushed to a client that
 // gives them back unused (fila_buffer_idle, a Receive whose context ended
-// as they arrived, Close), closes or crashes count an attempt too; on
-// RabbitMQ 4.3 and later a give-back no longer counts.
+// as they arrived, Close, a Retry, Release or Dead while no Receive waits
+// on the client, which cancels its consumer and gives back what was on its
+// way), closes or crashes count an attempt too; on RabbitMQ 4.3 and later
+// a give-back no longer counts.
 //
 // AMQP does not answer an ack: nil means the ack was written, and if the
 // connection breaks before the broker reads it the message is delivered

@@ -43,13 +43,21 @@ func TestStoryOnBrokers(t *testing.T) {
 			if name == "rabbitmq" {
 				copied = "copied to at least one subscription"
 			}
+			audit := regexp.QuoteMeta("  audit: order 2, attempt 1: retry (audit log busy)\n  audit: order 2, attempt 2: ack\n  audit: order 3, attempt 1: ack\n")
+			if name == "rabbitmq" {
+				// RabbitMQ before 4.3 counts a message given back unused as
+				// a delivery (see package rabbitmq): the Retry of order 2
+				// cancels the audit consumer when no Receive waits, and
+				// what was on its way to it goes back, one attempt more.
+				audit = `  audit: order 2, attempt 1: retry \(audit log busy\)\n  audit: order 2, attempt [2-9]: ack\n  audit: order 3, attempt [1-9]: ack\n`
+			}
 			for _, want := range []string{
-				"published order 2: " + copied,
-				"  audit: order 2, attempt 1: retry (audit log busy)\n  audit: order 2, attempt 2: ack\n  audit: order 3, attempt 1: ack\n",
-				"  email: order 1, attempt 1: ack\n  email: order 2, attempt 1: ack\n  email: order 3, attempt 1: ack\n",
-				"each worker processed its own copy of every order; both stopped\n",
+				regexp.QuoteMeta("published order 2: " + copied),
+				audit,
+				regexp.QuoteMeta("  email: order 1, attempt 1: ack\n  email: order 2, attempt 1: ack\n  email: order 3, attempt 1: ack\n"),
+				regexp.QuoteMeta("each worker processed its own copy of every order; both stopped\n"),
 			} {
-				if !strings.Contains(s, want) {
+				if !regexp.MustCompile(want).MatchString(s) {
 					t.Errorf("output lacks %q:\n%s", want, s)
 				}
 			}
