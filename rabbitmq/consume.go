@@ -1086,13 +1086,19 @@ func (p *puller) hop(cs *chanState, e *entry, runAt time.Time) {
 
 // shutdown ends the puller for Close: blocked Receive calls end, the
 // consumer is cancelled, buffered messages are given back, and the channel
-// is closed (which requeues what is still leased).
+// is closed (which requeues what is still leased). A consumer start or
+// park that still holds ensureMu when ctx ends is left to the connection's
+// close, which ends its calls and requeues everything the channel held:
+// Close never waits on a broker that stopped answering.
 func (p *puller) shutdown(ctx context.Context, s *session) {
 	p.mu.Lock()
 	p.closed = true
 	p.broadcastLocked()
 	p.mu.Unlock()
-	p.ensureMu.Lock()
+	if !lockWithin(ctx, &p.ensureMu) {
+		p.d.log.Debug("rabbitmq: a consumer start or cancel still runs at Close; closing the connection ends it", slog.String("queue", p.queue))
+		return
+	}
 	defer p.ensureMu.Unlock()
 	p.mu.Lock()
 	cs := p.cs
@@ -1114,4 +1120,23 @@ func (p *puller) shutdown(ctx context.Context, s *session) {
 // be given back, which RabbitMQ before 4.3 counts as a delivery.
 func prefetchFor(demand int) int {
 	return max(demand, 1)
+}
+
+// lockWithin locks mu, giving up when ctx ends first.
+func lockWithin(ctx context.Context, mu *sync.Mutex) bool {
+	if mu.TryLock() {
+		return true
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			if mu.TryLock() {
+				return true
+			}
+		}
+	}
 }
