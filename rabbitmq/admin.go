@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -173,23 +174,78 @@ func (s *session) count(ctx context.Context, name string) (int64, error) {
 }
 
 // deadScan holds a dead-letter queue's messages, taken with basic.get and
-// not acked, on a channel of its own. Closing the channel puts whatever was
-// not acked back in its place (the dead queue is a classic queue, which
-// requeues in the original order). While a listing, replay or purge runs the
-// dead letters it holds are invisible to other listings.
+// not acked, on a channel of its own. Giving back what was not acked puts it
+// in its place (the dead queue is a classic queue, which requeues in the
+// original order).
+//
+// Scans of one queue's dead letters run one at a time, across processes:
+// a scan holds the queue's scan lock (lockDeadScan) from before its first
+// get until its messages are back, so a listing, replay or purge never sees
+// the part another one holds (it waits for it instead). QueueStats' Dead
+// count still misses the letters a scan holds while it runs: a passive
+// declare counts ready messages only.
 type deadScan struct {
 	ch      *amqp.Channel
+	s       *session
+	lock    string // the scan lock's queue, "" when none is held
+	unlock  func() // the driver's own lock of the queue's scans
 	queue   string
 	msgs    []amqp.Delivery
 	letters []backend.DeadLetter
 }
 
-func (d *Driver) scanDead(ctx context.Context, s *session, queue string, n names) (*deadScan, error) {
-	ch, err := s.conn.Channel()
+// scanLockSuffix names a queue's dead-letter scan lock: an exclusive queue
+// (P.Q:dead:scan) that the connection of the scan running holds.
+const scanLockSuffix = ":scan"
+
+// lockDeadScan takes queue's dead-letter scan lock and returns the channel
+// that holds it, waiting while another scan runs or until ctx ends. Within
+// the driver a lock of its own serializes the scans (an exclusive queue is
+// held per connection, and the driver's scans share one); across
+// connections the broker does: declaring the exclusive queue P.Q:dead:scan
+// fails with RESOURCE_LOCKED while another connection holds it, and the
+// queue goes with that connection if its process dies.
+func (d *Driver) lockDeadScan(ctx context.Context, s *session, queue string, n names) (*deadScan, error) {
+	unlock, err := d.deadScans.lock(ctx, queue)
 	if err != nil {
-		return nil, mapErr(ctx, "open channel", err)
+		return nil, err
 	}
-	sc := &deadScan{ch: ch, queue: queue}
+	lock := n.dead + scanLockSuffix
+	wait := 10 * time.Millisecond
+	for {
+		ch, err := s.conn.Channel()
+		if err != nil {
+			unlock()
+			return nil, mapErr(ctx, "open channel", err)
+		}
+		_, err = ch.QueueDeclare(lock, false, false, true, false, amqp.Table{"x-queue-type": "classic"})
+		if err == nil {
+			return &deadScan{ch: ch, s: s, lock: lock, unlock: unlock, queue: queue}, nil
+		}
+		_ = ch.Close() // the refusal closed it on the broker already
+		var ae *amqp.Error
+		if !errors.As(err, &ae) || ae.Code != amqp.ResourceLocked {
+			unlock()
+			return nil, mapErr(ctx, "lock the dead letters for a scan", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			unlock()
+			return nil, ctx.Err()
+		}
+		wait = min(wait*2, 200*time.Millisecond)
+	}
+}
+
+func (d *Driver) scanDead(ctx context.Context, s *session, queue string, n names) (*deadScan, error) {
+	sc, err := d.lockDeadScan(ctx, s, queue, n)
+	if err != nil {
+		return nil, err
+	}
+	ch := sc.ch
 	for {
 		if err := ctx.Err(); err != nil {
 			sc.close()
@@ -224,9 +280,68 @@ func (d *Driver) scanDead(ctx context.Context, s *session, queue string, n names
 	}
 }
 
+// close gives back the letters not acked, then releases the scan lock: a
+// nack of every outstanding get with requeue, and the lock queue's delete,
+// which the broker handles after the nack (one channel's frames are handled
+// in order). If the channel failed, closing it requeues the letters, and
+// the lock is deleted on the session's control channel (any channel of the
+// connection that holds it may).
 func (sc *deadScan) close() {
-	if sc.ch != nil {
-		_ = sc.ch.Close()
+	if sc.ch == nil {
+		return
+	}
+	var err error
+	if len(sc.msgs) > 0 {
+		err = sc.ch.Nack(sc.msgs[len(sc.msgs)-1].DeliveryTag, true, true)
+	}
+	if err == nil {
+		_, err = sc.ch.QueueDelete(sc.lock, false, false, false)
+	}
+	_ = sc.ch.Close()
+	if err != nil && sc.s != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = sc.s.withCtl(ctx, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDelete(sc.lock, false, false, false)
+			return err
+		})
+		cancel()
+	}
+	sc.ch = nil
+	sc.unlock()
+}
+
+// scanLocks serializes a driver's dead-letter scans per queue.
+type scanLocks struct {
+	mu   sync.Mutex
+	held map[string]chan struct{} // closed when the scan holding it ends
+}
+
+// lock waits until no scan of queue holds the lock, or ctx ends, and takes
+// it.
+func (l *scanLocks) lock(ctx context.Context, queue string) (func(), error) {
+	for {
+		l.mu.Lock()
+		done, busy := l.held[queue]
+		if !busy {
+			if l.held == nil {
+				l.held = map[string]chan struct{}{}
+			}
+			done = make(chan struct{})
+			l.held[queue] = done
+			l.mu.Unlock()
+			return func() {
+				l.mu.Lock()
+				delete(l.held, queue)
+				l.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		l.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 

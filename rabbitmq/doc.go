@@ -60,7 +60,8 @@
 // durable quorum queue of ready messages; P.Q:dead, an exchange and
 // durable classic queue holding its dead letters; P.Q:delay:MS, classic
 // queues that hold delayed messages and expire after 10 minutes unused;
-// P.Q:mark:H, P.Q:marks and P.Q:marks:ttl for marks. For a topic T:
+// P.Q:mark:H, P.Q:marks and P.Q:marks:ttl for marks; P.Q:dead:scan, an
+// exclusive queue, while its dead letters are read. For a topic T:
 // P.T:topic, a durable fanout exchange. The user needs configure, write
 // and read permission on these names, and read permission on amq.direct
 // (marks use it).
@@ -183,9 +184,12 @@
 //     only what this driver instance published or holds. The oldest ready
 //     age and dead letters per kind are not reported.
 //   - Listing dead letters reads the whole dead queue, one round trip per
-//     letter, and while it runs the letters it holds are invisible to
-//     other listings. DeadImport reads it too, and two imports at once may
-//     both store a letter.
+//     letter, holding the letters until it is done. Listings, replays,
+//     purges and DeadImport of one queue therefore take turns, across
+//     processes (an exclusive queue, P.Q:dead:scan, is the lock; it goes
+//     with the connection of a process that dies holding it), so none sees
+//     part of the letters; the Dead count of QueueStats misses the letters
+//     a listing holds while it runs.
 //   - ReceiveDelayed (moving delayed messages to another broker) probes
 //     some 740 possible delay queue names, about 150 ms on a busy local
 //     broker, and misses messages hopping between delay queues at that

@@ -43,6 +43,9 @@ type Driver struct {
 	// delayBuckets remembers, per Fila queue, the delay queues this instance
 	// published to, so QueueStats can count their messages.
 	delayBuckets map[string]map[int64]struct{}
+	// deadScans serializes this instance's dead-letter scans per queue (see
+	// lockDeadScan).
+	deadScans scanLocks
 
 	wg sync.WaitGroup // background goroutines
 

@@ -313,11 +313,14 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 	if err != nil {
 		return err
 	}
+	// The scan's lock is held until the letters are published (then the
+	// scanned ones go back in their places): two imports take turns, and
+	// neither stores a letter the other stored.
+	defer sc.close()
 	have := make(map[string]bool, len(sc.letters)+len(letters))
 	for _, l := range sc.letters {
 		have[l.ID] = true
 	}
-	sc.close() // gives the letters back in their places
 	var items []pubItem
 	now := time.Now()
 	for i := range letters {

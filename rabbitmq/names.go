@@ -13,6 +13,8 @@ import (
 //	P.Q             the main queue: a durable quorum queue
 //	P.Q:dead        the dead-letter exchange (fanout) and the dead-letter
 //	                queue bound to it (a durable classic queue)
+//	P.Q:dead:scan   the dead letters' scan lock: an exclusive queue that
+//	                the connection scanning them holds (admin.go)
 //	P.Q:delay:MS    a delay queue whose messages wait MS milliseconds (the
 //	                queue's x-message-ttl) and then dead-letter back to P.Q
 //	                through the default exchange; it deletes itself
