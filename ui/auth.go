@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // contentSecurityPolicy allows the page its own scripts, styles and
@@ -29,13 +30,44 @@ func setSecurityHeaders(hd http.Header) {
 	hd.Set("Cache-Control", "no-store")
 }
 
-// authorized reports whether r may see the dashboard: always without Token
-// and Password, else when it carries the bearer token or the basic-auth
-// password (and user).
-func (h *Handler) authorized(r *http.Request) bool {
+// authorize reports whether r may see the dashboard, answering it when
+// not: always without Token and Password; else with a session cookie from
+// the sign-in form, the bearer token, or the basic-auth password (and
+// user). An address that sent wrong credentials too often waits (see
+// guard), and a browser without credentials in token mode is sent to the
+// sign-in form.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if h.o.Token == "" && h.o.Password == "" {
 		return true
 	}
+	now := time.Now()
+	if h.o.Token != "" && h.validSession(r, now) {
+		return true
+	}
+	_, hasAuth := r.Header["Authorization"]
+	if hasAuth {
+		ip := clientIP(r)
+		if wait := h.guard.blocked(ip, now); wait > 0 {
+			h.tooMany(w, r, wait)
+			return false
+		}
+		if h.credentialsOK(r) {
+			h.guard.succeeded(ip)
+			return true
+		}
+		h.guard.failed(ip, now)
+	}
+	if !hasAuth && h.o.Token != "" && h.o.Password == "" && wantsPage(r) {
+		h.toLogin(w, r)
+		return false
+	}
+	h.unauthorized(w, r)
+	return false
+}
+
+// credentialsOK reports whether r carries the bearer token or the
+// basic-auth password (and user).
+func (h *Handler) credentialsOK(r *http.Request) bool {
 	if h.o.Token != "" {
 		if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 			if equalSecret(strings.TrimSpace(tok), h.o.Token) {

@@ -604,3 +604,25 @@ func TestBrowserPause(t *testing.T) {
 	}
 	bt.noErrors()
 }
+
+// TestBrowserSignIn: with a token, a browser is sent to the sign-in form,
+// is told when the token is wrong, lands on the page it asked for once it
+// signs in, and is sent back to the form after signing out.
+func TestBrowserSignIn(t *testing.T) {
+	t.Parallel()
+	bt := tab(t)
+	c := open(t, "mem://"+unique("uisignin"))
+	enqueue(t, c, "jobs", fila.Message{Kind: "k", Body: []byte("x")})
+	srv := serve(t, c, ui.Options{Refresh: -1, Token: "s3cret-token"})
+	bt.open(srv.URL + "/queues/jobs")
+	bt.waitJS("the sign-in form", pageOf("/login", "#token"))
+	bt.do("typing a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "wrong"))
+	bt.click("#sign-in", "the form saying the token is wrong", exists("#login-failed"))
+	bt.do("typing the token", chromedp.SendKeys(chromedp.CSS("#token"), "s3cret-token"))
+	bt.click("#sign-in", "the queue page asked for first", pageOf("/queues/jobs", "#sign-out"))
+	bt.click("#sign-out", "the sign-in form after signing out", pageOf("/login", "#token"))
+	bt.open(srv.URL + "/")
+	bt.waitJS("the sign-in form again", pageOf("/login", "#token"))
+	// The failed sign-in answers 401, which Chromium logs as a failed load.
+	bt.noErrors("401")
+}

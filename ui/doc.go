@@ -74,11 +74,18 @@
 // file), so a body holding <script> shows as text and never runs.
 //
 //   - Authentication is optional: Options.Token admits "Authorization:
-//     Bearer TOKEN" (scripts, proxies), Options.Password admits HTTP basic
-//     authentication (browsers ask for it), with Options.User as the user
-//     name when set. Both are compared in constant time and never appear in
-//     pages, logs or errors. Without either, anyone who reaches the handler
-//     can use it: mount it behind your own authentication, or on loopback.
+//     Bearer TOKEN" (scripts, proxies) and browsers that signed in with it
+//     on the handler's form (PREFIX/login), which sets a session cookie
+//     (12 hours, HttpOnly, SameSite=Strict, an HMAC under the handler's
+//     random key, so a restart signs everybody out); Options.Password
+//     admits HTTP basic authentication (browsers ask for it), with
+//     Options.User as the user name when set. Both are compared in
+//     constant time and never appear in pages, logs or errors. After five
+//     wrong credentials from one address, each further attempt from it
+//     waits (1 s, doubling up to a minute) and is answered 429 without its
+//     credentials being checked; behind a proxy every client shares the
+//     proxy's address. Without either, anyone who reaches the handler can
+//     use it: mount it behind your own authentication, or on loopback.
 //   - Actions are POST only, from the confirmation page's form, which
 //     carries a CSRF token: an HMAC, under a random key of the handler, of
 //     a random value in a SameSite=Strict, HttpOnly cookie.
@@ -101,7 +108,9 @@
 // loopback can be reached by a web page whose name its owner made resolve
 // to 127.0.0.1 (DNS rebinding), so check the host in front of it, or set a
 // password. fila ui does so on loopback, answering only to localhost,
-// 127.0.0.1 and [::1].
+// 127.0.0.1 and [::1] (and the names of --allowed-hosts, which off loopback
+// are the only ones answered), and refuses to serve another address
+// without credentials unless --allow-no-auth says so.
 //
 // # Logging
 //

@@ -49,9 +49,15 @@ type page struct {
 	ReadOnly  bool
 	RefreshMS int64
 	CSRF      string
-	Crumbs    []crumb
-	Flash     string
-	P         any
+	// Public: a page shown without credentials (the sign-in form), which
+	// names neither the broker nor the driver.
+	Public bool
+	// SignOut is the sign-out form's action, for a browser signed in with
+	// the token.
+	SignOut string
+	Crumbs  []crumb
+	Flash   string
+	P       any
 }
 
 type crumb struct {
@@ -572,6 +578,14 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // render executes the named page into a buffer and writes it with status.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, p *page) {
 	p.Prefix, p.Broker, p.Driver, p.ReadOnly = h.prefix, h.broker, h.driver, h.o.ReadOnly
+	if p.Public {
+		p.Broker, p.Driver = "", ""
+	} else if h.o.Token != "" && h.validSession(r, time.Now()) {
+		p.SignOut = h.prefix + "/logout"
+		if p.CSRF == "" {
+			p.CSRF = h.csrfToken(w, r)
+		}
+	}
 	var buf bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
 		h.log.Error("fila ui: rendering a page failed", "page", name, "error", err)
@@ -599,7 +613,7 @@ func parsePages() (map[string]*template.Template, error) {
 		return nil, fmt.Errorf("ui: parsing the layout: %w", err)
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "queue", "dead", "letter", "confirm", "error"} {
+	for _, name := range []string{"overview", "queue", "dead", "letter", "confirm", "error", "login"} {
 		t, err := template.Must(base.Clone()).ParseFS(assets, "assets/templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("ui: parsing page %s: %w", name, err)

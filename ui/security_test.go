@@ -121,7 +121,8 @@ func TestAuth(t *testing.T) {
 	c, _ := memQueue(t)
 	const token, password = "t0ken-value", "pa55-word"
 	logs := testenv.NewLogRecorder()
-	d := newDash(t, c, ui.Options{Token: token, Password: password, User: "ops", Logger: logs.Logger()})
+	opts := ui.Options{Token: token, Password: password, User: "ops", Logger: logs.Logger()}
+	d := newDash(t, c, opts)
 	type try struct {
 		name string
 		set  func(*http.Request)
@@ -137,7 +138,10 @@ func TestAuth(t *testing.T) {
 		{"basic wrong password", func(r *http.Request) { r.SetBasicAuth("ops", password+"x") }, false},
 		{"token as password", func(r *http.Request) { r.SetBasicAuth("ops", token) }, false},
 	} {
-		for _, p := range []string{"/", "/queues/jobs", "/static/app.js", "/queues/jobs/confirm?op=purge&all=1", "/nope"} {
+		// A dashboard per case: five wrong credentials from one address
+		// make it wait (TestWrongCredentialsSlowDown).
+		d := newDash(t, c, opts)
+		for _, p := range []string{"/", "/queues/jobs", "/queues/jobs/confirm?op=purge&all=1", "/nope"} {
 			req, _ := http.NewRequest(http.MethodGet, d.srv.URL+p, nil)
 			tc.set(req)
 			res, err := d.client.Do(req)
@@ -153,6 +157,8 @@ func TestAuth(t *testing.T) {
 			}
 		}
 	}
+	// The static files hold no data: the sign-in form needs them.
+	d.fresh().get("/static/app.js", http.StatusOK)
 	// Bearer only: the challenge names Bearer.
 	bd := newDash(t, c, ui.Options{Token: token})
 	if r := bd.get("/", http.StatusUnauthorized); !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {

@@ -48,7 +48,9 @@ type Options struct {
 	ReadOnly bool
 
 	// Token, when set, lets in requests carrying "Authorization: Bearer
-	// TOKEN" (for scripts, and proxies that add the header).
+	// TOKEN" (for scripts, and proxies that add the header), and browsers
+	// that signed in with it on the sign-in form (PREFIX/login, where a
+	// browser without credentials is sent), which sets a session cookie.
 	Token string
 	// Password, when set, lets in requests carrying HTTP basic
 	// authentication with this password (browsers ask for it), and the
@@ -112,6 +114,7 @@ type Handler struct {
 	static    fs.FS
 	csrfKey   []byte
 	cop       *http.CrossOriginProtection
+	guard     guard // wrong credentials per address
 	hist      *history
 	interval  time.Duration
 	history   time.Duration
@@ -205,11 +208,13 @@ func (h *Handler) Close() error {
 // the page or action the path names below Options.Prefix.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
-	if !h.authorized(r) {
-		h.unauthorized(w, r)
+	rest, ok := strings.CutPrefix(r.URL.Path, h.prefix)
+	// The sign-in form, sign-out and the static files (no data) are served
+	// without credentials.
+	public := ok && (rest == "/login" || rest == "/logout" || strings.HasPrefix(rest, "/static/"))
+	if !public && !h.authorize(w, r) {
 		return
 	}
-	rest, ok := strings.CutPrefix(r.URL.Path, h.prefix)
 	switch {
 	case !ok:
 		h.fail(w, r, &httpError{status: http.StatusNotFound, msg: "no such page"})
@@ -247,6 +252,9 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /queues/{queue}/resume", h.action(opResume))
 	m.HandleFunc("POST /queues/{queue}/cancel", h.action(opCancel))
 	m.HandleFunc("GET /static/{file}", h.staticFile)
+	m.HandleFunc("GET /login", h.login)
+	m.HandleFunc("POST /login", h.login)
+	m.HandleFunc("POST /logout", h.logout)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &httpError{status: http.StatusNotFound, msg: "no such page"})
 	})

@@ -162,10 +162,10 @@ func TestUIUsage(t *testing.T) {
 func TestListenWarning(t *testing.T) {
 	t.Parallel()
 	loop := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
-	if w := listenWarning(loop, false, false); w != "" {
+	if w := listenWarning(loop, false, false, false); w != "" {
 		t.Errorf("warning on loopback: %s", w)
 	}
-	if w := listenWarning(&net.TCPAddr{IP: net.IPv6loopback, Port: 8080}, false, false); w != "" {
+	if w := listenWarning(&net.TCPAddr{IP: net.IPv6loopback, Port: 8080}, false, false, false); w != "" {
 		t.Errorf("warning on ::1: %s", w)
 	}
 	all := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
@@ -177,9 +177,41 @@ func TestListenWarning(t *testing.T) {
 		{false, true, "read every message"},
 		{true, false, "TLS"},
 	} {
-		w := listenWarning(all, tc.auth, tc.ro)
-		if !strings.Contains(w, "not loopback") || !strings.Contains(w, tc.want) {
+		w := listenWarning(all, tc.auth, tc.ro, false)
+		if !strings.Contains(w, "not loopback") || !strings.Contains(w, tc.want) || !strings.Contains(w, "--allowed-hosts") {
 			t.Errorf("listenWarning(auth %v, read-only %v) = %q, want it to mention %q", tc.auth, tc.ro, w, tc.want)
 		}
+	}
+}
+
+// TestUIOffLoopback: on an address that is not loopback the dashboard
+// refuses to start without credentials unless told so on purpose, and
+// --allowed-hosts limits the Host names it answers to.
+func TestUIOffLoopback(t *testing.T) {
+	t.Parallel()
+	fails(t, 2, "--allow-no-auth", "", "--url", "mem://", "ui", "--listen", "0.0.0.0:0")
+	fails(t, 2, "--allow-no-auth", "", "--url", "mem://", "ui", "--listen", "0.0.0.0:0", "--read-only")
+	raw := "mem://" + unique("cliuihosts")
+	client(t, raw)
+	r := startUI(t, map[string]string{uiTokenEnv: "tok"}, "--url", raw, "--listen", "0.0.0.0:0", "--allowed-hosts", "fila.internal,Other.Example")
+	if strings.Contains(r.stderr.String(), "any host name") {
+		t.Errorf("warned about host names that were given: %s", r.stderr)
+	}
+	bearer := func(host string) func(*http.Request) {
+		return func(req *http.Request) { req.Host = host; req.Header.Set("Authorization", "Bearer tok") }
+	}
+	for host, want := range map[string]int{"fila.internal:8080": http.StatusOK, "other.example": http.StatusOK,
+		"evil.example": http.StatusMisdirectedRequest, "localhost": http.StatusMisdirectedRequest} {
+		if s, _ := r.get(t, "/", bearer(host)); s != want {
+			t.Errorf("GET with Host %s: %d, want %d", host, s, want)
+		}
+	}
+	// On purpose: no credentials, any host, and a warning.
+	open := startUI(t, nil, "--url", raw, "--listen", "0.0.0.0:0", "--allow-no-auth", "--read-only")
+	if !strings.Contains(open.stderr.String(), "any host name") {
+		t.Errorf("no warning about host names: %s", open.stderr)
+	}
+	if s, _ := open.get(t, "/", func(req *http.Request) { req.Host = "evil.example" }); s != http.StatusOK {
+		t.Errorf("--allow-no-auth without --allowed-hosts: %d, want 200", s)
 	}
 }
