@@ -626,3 +626,28 @@ func TestBrowserSignIn(t *testing.T) {
 	// The failed sign-in answers 401, which Chromium logs as a failed load.
 	bt.noErrors("401")
 }
+
+// TestBrowserChartNotReported: a chart that is not reported (the p95 run
+// times without a recorder) keeps its reason inside its box: the reason
+// used to spill over the chart's title on the overview's narrow cards.
+func TestBrowserChartNotReported(t *testing.T) {
+	t.Parallel()
+	bt := tab(t)
+	c := open(t, "mem://"+unique("uichartna"))
+	enqueue(t, c, "jobs", fila.Message{Kind: "k", Body: []byte("x")})
+	srv := serve(t, c, ui.Options{Refresh: -1})
+	bt.open(srv.URL + "/")
+	bt.waitJS("a chart that is not reported", exists(".card .chart-na"))
+	bad := eval[[]string](bt, `Array.from(document.querySelectorAll(".chart-na")).flatMap(na => {
+		const cap = na.parentElement.querySelector("figcaption").getBoundingClientRect();
+		const box = na.getBoundingClientRect();
+		const out = [];
+		if (box.top < cap.bottom - 0.5) out.push("overlaps its title: " + na.textContent);
+		if (na.scrollHeight > na.clientHeight + 1 || na.scrollWidth > na.clientWidth + 1) out.push("overflows its box: " + na.textContent);
+		return out;
+	})`)
+	for _, b := range bad {
+		t.Error(b)
+	}
+	bt.noErrors()
+}

@@ -132,6 +132,15 @@ func TestPagesAndActions(t *testing.T) {
 		if !strings.Contains(after.body, "Replayed 1 dead letter(s)") {
 			t.Errorf("no message after the replay:\n%s", mainText(after.body))
 		}
+		// The same letter again (an old tab): nothing was there to replay.
+		again := d.confirm(link(t, lp.body, "replay"), nil)
+		if again.status != http.StatusSeeOther {
+			t.Fatalf("replay again: status %d\n%s", again.status, mainText(again.body))
+		}
+		if ag := d.get(strings.TrimPrefix(again.header.Get("Location"), "/ops/fila"), http.StatusOK); !strings.Contains(ag.body, "Nothing was replayed") ||
+			strings.Contains(ag.body, "ready again") {
+			t.Errorf("replaying a letter replayed already says:\n%s", mainText(ag.body))
+		}
 		waitFor(t, "the replayed letter to be ready", func() bool {
 			s := stats(t, c, q)
 			return s.Ready == 3 && s.Dead == 2

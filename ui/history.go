@@ -58,6 +58,17 @@ func (hs *history) add(queue string, s sample, keep time.Duration) {
 	}
 }
 
+// names returns the queues that have samples.
+func (hs *history) names() []string {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	out := make([]string, 0, len(hs.queues))
+	for q := range hs.queues {
+		out = append(out, q)
+	}
+	return out
+}
+
 // get returns a copy of queue's samples.
 func (hs *history) get(queue string) []sample {
 	hs.mu.Lock()

@@ -33,6 +33,8 @@ const (
 	maxHexBody  = 16 << 10
 	// callTimeout bounds one page's broker calls.
 	callTimeout = 30 * time.Second
+	// pingTimeout bounds the overview's check that the broker answers.
+	pingTimeout = 2 * time.Second
 	// statsParallel bounds the stats read at once for the overview.
 	statsParallel = 4
 	// maxFindPages bounds the pages of dead letters read to find one by id.
@@ -184,20 +186,45 @@ type queueCard struct {
 	Charts []chartView
 }
 
+// errBrokerDown is each card's stats error while the broker does not
+// answer (the page says why once, above the cards).
+var errBrokerDown = errors.New("the broker does not answer")
+
 type overviewView struct {
 	Queues  []queueCard
 	Note    string
 	ListErr string
+	// CountsNote is the driver's caveat on its counts, shown once above
+	// the cards rather than on each.
+	CountsNote string
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	names, canList, err := h.queueNames(ctx)
 	v := overviewView{}
-	if err != nil {
-		v.ListErr = err.Error()
-		h.log.Warn("fila ui: listing queues failed", "error", err)
+	// A broker that does not answer is said once, quickly: otherwise the
+	// listing and each card's stats would wait for it in turn (5-10 s a
+	// page on RabbitMQ). The cards are then the queues named and those the
+	// charts have samples of.
+	pctx, pcancel := context.WithTimeout(ctx, pingTimeout)
+	down := h.c.Ping(pctx)
+	pcancel()
+	var names []string
+	canList := true
+	if down != nil {
+		v.ListErr = "The broker does not answer (" + down.Error() + "): the counts cannot be read now; the charts show what was sampled before."
+		h.log.Warn("fila ui: the broker does not answer", "error", down)
+		names = slices.Concat(h.o.Queues, h.hist.names())
+		slices.Sort(names)
+		names = slices.Compact(names)
+	} else {
+		var err error
+		names, canList, err = h.queueNames(ctx)
+		if err != nil {
+			v.ListErr = err.Error()
+			h.log.Warn("fila ui: listing queues failed", "error", err)
+		}
 	}
 	if !canList {
 		if len(h.o.Queues) == 0 {
@@ -214,13 +241,24 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			st, err := h.c.QueueStats(ctx, q)
 			now := time.Now()
+			var st fila.Stats
+			err := errBrokerDown
+			if down == nil {
+				st, err = h.c.QueueStats(ctx, q)
+			}
 			v.Queues[i] = queueCard{Name: q, URL: h.queueURL(q), Stats: h.statsView(q, st, err, now), Charts: h.charts(q, now)}
-			v.Queues[i].Paused, _ = h.paused(ctx, q)
+			if down == nil {
+				v.Queues[i].Paused, _ = h.paused(ctx, q)
+			}
 		}()
 	}
 	wg.Wait()
+	for i := range v.Queues {
+		if n := v.Queues[i].Stats.Note; n != "" {
+			v.CountsNote, v.Queues[i].Stats.Note = n, ""
+		}
+	}
 	pg := &page{Title: "Queues", Crumbs: []crumb{{Text: "Queues"}}, P: v, RefreshMS: h.refreshMS()}
 	if r.URL.Query().Get("done") == "delete" {
 		if q := r.URL.Query().Get("queue"); fila.ValidateQueueName(q) == nil {
@@ -328,10 +366,15 @@ func doneFlash(q url.Values) string {
 		return ""
 	}
 	switch q.Get("done") {
-	case opReplay:
+	case opReplay, opPurge:
+		if n == 0 {
+			return "Nothing was " + map[string]string{opReplay: "replayed", opPurge: "purged"}[q.Get("done")] +
+				": no dead letter matched (replayed or purged already?)."
+		}
+		if q.Get("done") == opPurge {
+			return fmt.Sprintf("Purged %d dead letter(s).", n)
+		}
 		return fmt.Sprintf("Replayed %d dead letter(s): they are ready again, attempts reset.", n)
-	case opPurge:
-		return fmt.Sprintf("Purged %d dead letter(s).", n)
 	case opCancel:
 		return fmt.Sprintf("Cancelled %d message(s): a waiting one is dead-lettered with reason %q instead of run; a running one's handler is told.", n, fila.ReasonCancelled)
 	}
