@@ -78,6 +78,17 @@ func TestOverviewOutage(t *testing.T) {
 	if n := strings.Count(page.body, "does not answer"); n > 3 {
 		t.Errorf("the outage is said %d times", n)
 	}
+	// The other pages fail fast with 503 rather than wait for each call.
+	for _, path := range []string{"/queues/emails", "/queues/emails/dead", "/queues/emails/dead/some-id"} {
+		start := time.Now()
+		r := d.do(http.MethodGet, path, nil, nil)
+		if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "does not answer") {
+			t.Errorf("GET %s while the broker is down: status %d\n%s", path, r.status, mainText(r.body))
+		}
+		if took := time.Since(start); took > 15*time.Second {
+			t.Errorf("GET %s took %v while the broker was down", path, took)
+		}
+	}
 	// With no queue named, listing fails too: the error, without "no
 	// queues to show yet" beside it.
 	listed := newDash(t, c, ui.Options{SampleInterval: 30 * time.Minute}).get("/", http.StatusOK)

@@ -328,6 +328,9 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
+	if !h.answering(ctx, w, r) {
+		return
+	}
 	st, err := h.c.QueueStats(ctx, q)
 	if err != nil && !errors.Is(err, fila.ErrUnsupported) {
 		h.log.Warn("fila ui: reading queue stats failed", "queue", q, "error", err)
@@ -423,6 +426,9 @@ func (h *Handler) deadList(w http.ResponseWriter, r *http.Request) {
 	kind, cursor := r.URL.Query().Get("kind"), r.URL.Query().Get("cursor")
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
+	if !h.answering(ctx, w, r) {
+		return
+	}
 	pg, err := h.c.DeadList(ctx, q, fila.DeadListParams{Kind: kind, Limit: pageSize, Cursor: cursor})
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("listing the dead letters of %s: %w", q, err))
@@ -515,6 +521,9 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
+	if !h.answering(ctx, w, r) {
+		return
+	}
 	l, err := h.findDead(ctx, q, id)
 	if err != nil {
 		h.fail(w, r, err)
@@ -555,6 +564,9 @@ func (h *Handler) deadBody(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
+	if !h.answering(ctx, w, r) {
+		return
+	}
 	l, err := h.findDead(ctx, q, r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, err)
@@ -702,4 +714,18 @@ func (h *Handler) confirmURL(q, op string, ids []string, kind string, all bool) 
 		v.Set("all", "1")
 	}
 	return h.prefix + "/queues/" + q + "/confirm?" + v.Encode()
+}
+
+// answering checks within pingTimeout that the broker answers, and fails
+// the page with 503 when it does not: each of the page's calls would
+// otherwise wait for it in turn.
+func (h *Handler) answering(ctx context.Context, w http.ResponseWriter, r *http.Request) bool {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := h.c.Ping(pctx); err != nil {
+		h.fail(w, r, &httpError{status: http.StatusServiceUnavailable,
+			msg: "the broker does not answer (" + err.Error() + "); try again once it is back"})
+		return false
+	}
+	return true
 }
