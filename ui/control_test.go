@@ -94,7 +94,7 @@ func TestPauseResumeCancel(t *testing.T) {
 			t.Fatalf("cancel: status %d, location %q\n%s", res.status, res.header.Get("Location"), mainText(res.body))
 		}
 		after = d.get(strings.TrimPrefix(res.header.Get("Location"), "/ops"), http.StatusOK)
-		if !strings.Contains(after.body, "Cancelled 2 message(s)") {
+		if !strings.Contains(after.body, "Cancel recorded for 2 id(s)") {
 			t.Errorf("no message after the cancel:\n%s", mainText(after.body))
 		}
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -379,7 +379,10 @@ func doneFlash(q url.Values) string {
 		}
 		return fmt.Sprintf("Replayed %d dead letter(s): they are ready again, attempts reset.", n)
 	case opCancel:
-		return fmt.Sprintf("Cancelled %d message(s): a waiting one is dead-lettered with reason %q instead of run; a running one's handler is told.", n, fila.ReasonCancelled)
+		// The broker is not asked whether it holds the ids (no driver
+		// can look a message up by id yet): say what the cancel does,
+		// not that it found anything.
+		return fmt.Sprintf("Cancel recorded for %d id(s). If the queue holds such a message, a waiting one is dead-lettered with reason %q instead of run and a running one's handler is told; an id it does not hold (acked already, or mistyped) changes nothing.", n, fila.ReasonCancelled)
 	}
 	return ""
 }
