@@ -48,6 +48,10 @@ type DeadListParams struct {
 	// Cursor continues a listing from DeadPage.Next; empty starts at the
 	// oldest.
 	Cursor string
+	// IDs, when not nil, keeps only the dead letters with these ids (an
+	// empty list selects none): a page that shows one letter reads only
+	// that one. At most MaxReceive ids, none empty.
+	IDs []string
 }
 
 // DeadPage is one page of dead letters, oldest first.
@@ -120,18 +124,37 @@ func (c *Client) DeadList(ctx context.Context, queue string, p DeadListParams) (
 	if p.Limit == 0 {
 		p.Limit = 100
 	}
+	if len(p.IDs) > MaxReceive {
+		return DeadPage{}, invalidf("dead list of %d ids: at most %d", len(p.IDs), MaxReceive)
+	}
+	var want map[string]bool
+	if p.IDs != nil {
+		if len(p.IDs) == 0 {
+			return DeadPage{}, nil // an explicit empty selection selects nothing
+		}
+		want = make(map[string]bool, len(p.IDs))
+		for _, id := range p.IDs {
+			if id == "" {
+				return DeadPage{}, invalidf("dead list has an empty id")
+			}
+			want[id] = true
+		}
+	}
 	var bp backend.DeadPage
 	err = c.call(ctx, func(ctx context.Context) error {
 		var err error
-		bp, err = dl.DeadList(ctx, queue, backend.DeadListParams{Kind: p.Kind, Limit: p.Limit, Cursor: p.Cursor})
+		bp, err = dl.DeadList(ctx, queue, backend.DeadListParams{Kind: p.Kind, Limit: p.Limit, Cursor: p.Cursor, IDs: p.IDs})
 		return err
 	})
 	if err != nil {
 		return DeadPage{}, err
 	}
-	page := DeadPage{Letters: make([]DeadLetter, len(bp.Letters)), Next: bp.Next}
+	page := DeadPage{Letters: make([]DeadLetter, 0, len(bp.Letters)), Next: bp.Next}
 	for i := range bp.Letters {
-		page.Letters[i] = deadLetterFrom(&bp.Letters[i])
+		// A driver that does not filter by id is filtered here.
+		if want == nil || want[bp.Letters[i].ID] {
+			page.Letters = append(page.Letters, deadLetterFrom(&bp.Letters[i]))
+		}
 	}
 	return page, nil
 }

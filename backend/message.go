@@ -102,6 +102,11 @@ type DeadListParams struct {
 	Limit int
 	// Cursor continues a listing from DeadPage.Next; empty starts at the oldest.
 	Cursor string
+	// IDs, when not nil, keeps only the dead letters with these ids (the
+	// portable layer passes no empty list). A driver should filter by them
+	// where it reads, so a page showing one letter reads one; the portable
+	// layer drops any other letter returned.
+	IDs []string
 }
 
 // DeadPage is one page of dead letters, oldest first.

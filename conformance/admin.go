@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -73,6 +74,39 @@ func (s *suite) testDeadLetters(t *testing.T) {
 	if len(page.Letters) != 2 {
 		t.Errorf("DeadList(kind a) returned %d, want 2", len(page.Letters))
 	}
+	// By id: only those letters, with the kind and paging still applied;
+	// an id the queue does not hold (or that is not even a UUID) matches
+	// nothing.
+	byID := []string{all[4].ID, all[1].ID, "0190d3c4-0000-7000-8000-000000000000", "not-a-uuid"}
+	var picked []string
+	cursor = ""
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatal("DeadList(IDs, Limit 1) paging does not end")
+		}
+		page, err = c.DeadList(ctx, q, fila.DeadListParams{IDs: byID, Limit: 1, Cursor: cursor})
+		if err != nil {
+			t.Fatalf("DeadList(IDs): %v", err)
+		}
+		for _, l := range page.Letters {
+			picked = append(picked, l.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	if !slices.Equal(picked, []string{all[1].ID, all[4].ID}) {
+		t.Errorf("DeadList(IDs) paged %v, want %v (oldest first)", picked, []string{all[1].ID, all[4].ID})
+	}
+	if page, err = c.DeadList(ctx, q, fila.DeadListParams{IDs: byID, Kind: "b"}); err != nil || len(page.Letters) != 1 || page.Letters[0].ID != all[4].ID {
+		t.Errorf("DeadList(IDs, kind b) = %d letters, %v; want only %s", len(page.Letters), err, all[4].ID)
+	}
+	if page, err = c.DeadList(ctx, q, fila.DeadListParams{IDs: []string{}}); err != nil || len(page.Letters) != 0 {
+		t.Errorf("DeadList(empty IDs) = %d letters, %v; want none", len(page.Letters), err)
+	}
+	_, err = c.DeadList(ctx, q, fila.DeadListParams{IDs: []string{""}})
+	wantErr(t, "DeadList with an empty id", err, fila.ErrInvalid)
 
 	// Replay one by id: ready again, attempts reset.
 	one := all[0].ID

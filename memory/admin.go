@@ -48,8 +48,15 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 	if q == nil {
 		return page.DeadPage, nil
 	}
+	var want map[string]bool
+	if p.IDs != nil {
+		want = make(map[string]bool, len(p.IDs))
+		for _, id := range p.IDs {
+			want[id] = true
+		}
+	}
 	for _, e := range q.dead {
-		if e.seq <= after || (p.Kind != "" && e.Kind != p.Kind) {
+		if e.seq <= after || (p.Kind != "" && e.Kind != p.Kind) || (want != nil && !want[e.ID]) {
 			continue
 		}
 		if len(page.Letters) == p.Limit {

@@ -97,7 +97,7 @@ var deadSort = bson.D{{Key: "da", Value: 1}, {Key: "_id", Value: 1}}
 // dead-letter time (Unix milliseconds) and id of the last letter of the
 // previous page.
 func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListParams) (backend.DeadPage, error) {
-	filter := deadFilter(queue, backend.DeadFilter{Kind: p.Kind})
+	filter := deadFilter(queue, backend.DeadFilter{Kind: p.Kind, IDs: p.IDs})
 	if p.Cursor != "" {
 		ms, id, ok := strings.Cut(p.Cursor, ".")
 		n, err := strconv.ParseInt(ms, 10, 64)

@@ -33,7 +33,11 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 		afterID = pgtype.Text{String: id, Valid: true}
 	}
 	limit := max(p.Limit, 1)
-	rows, err := d.pool.Query(ctx, d.q.deadList, queue, p.Kind, after, afterID, limit+1)
+	ids, none := filterIDs(backend.DeadFilter{IDs: p.IDs})
+	if none {
+		return backend.DeadPage{}, nil // no id given is a UUID: no such dead letter
+	}
+	rows, err := d.pool.Query(ctx, d.q.deadList, queue, p.Kind, after, afterID, limit+1, ids)
 	if err != nil {
 		return backend.DeadPage{}, mapErr(ctx, "dead list", err)
 	}

@@ -178,6 +178,7 @@ FROM {{s}}.messages WHERE queue = $1`),
 	COALESCE(dedup_key, ''), reason, dead_at
 FROM {{s}}.dead
 WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::timestamptz IS NULL OR (dead_at, id) > ($3, $4::uuid))
+	AND ($6::uuid[] IS NULL OR id = ANY($6::uuid[]))
 ORDER BY dead_at, id
 LIMIT $5`),
 		// Replayed messages are ready at once with attempts reset, the dedup

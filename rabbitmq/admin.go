@@ -378,7 +378,7 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 	}
 	defer sc.close()
 	var all []backend.DeadLetter
-	for _, i := range sc.selected(backend.DeadFilter{Kind: p.Kind}) {
+	for _, i := range sc.selected(backend.DeadFilter{Kind: p.Kind, IDs: p.IDs}) {
 		all = append(all, sc.letters[i])
 	}
 	start := 0

@@ -45,6 +45,13 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 	}
 	var page backend.DeadPage
 	var ids []string
+	var want map[string]bool
+	if p.IDs != nil {
+		want = make(map[string]bool, len(p.IDs))
+		for _, id := range p.IDs {
+			want[id] = true
+		}
+	}
 	for {
 		es, err := d.c.XRangeN(ctx, k.dead, start, "+", scanChunk).Result()
 		if err != nil {
@@ -54,14 +61,27 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 			if p.Kind != "" && payloadKind(str(e.Values[fPayload])) != p.Kind {
 				continue
 			}
+			var dl backend.DeadLetter
+			decoded := false
+			if want != nil {
+				// The id is in the entry's payload: decode it to filter.
+				if dl, err = deadLetter(queue, e); err != nil {
+					return backend.DeadPage{}, err
+				}
+				if !want[dl.ID] {
+					continue
+				}
+				decoded = true
+			}
 			if len(page.Letters) == p.Limit {
 				// One more match exists: there is a next page.
 				page.Next = ids[len(ids)-1]
 				return page, nil
 			}
-			dl, err := deadLetter(queue, e)
-			if err != nil {
-				return backend.DeadPage{}, err
+			if !decoded {
+				if dl, err = deadLetter(queue, e); err != nil {
+					return backend.DeadPage{}, err
+				}
 			}
 			page.Letters = append(page.Letters, dl)
 			ids = append(ids, e.ID)

@@ -37,8 +37,6 @@ const (
 	pingTimeout = 2 * time.Second
 	// statsParallel bounds the stats read at once for the overview.
 	statsParallel = 4
-	// maxFindPages bounds the pages of dead letters read to find one by id.
-	maxFindPages = 100
 )
 
 // page is what every template gets: the layout's fields and the page's
@@ -494,23 +492,17 @@ type letterView struct {
 	ListURL     string
 }
 
-// findDead pages through queue's dead letters until it finds id.
+// findDead reads queue's dead letter id alone (DeadListParams.IDs): the
+// page holds one body, not a page of them.
 func (h *Handler) findDead(ctx context.Context, queue, id string) (*fila.DeadLetter, error) {
-	p := fila.DeadListParams{Limit: fila.MaxReceive}
-	for range maxFindPages {
-		page, err := h.c.DeadList(ctx, queue, p)
-		if err != nil {
-			return nil, err
+	page, err := h.c.DeadList(ctx, queue, fila.DeadListParams{IDs: []string{id}, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	for i := range page.Letters {
+		if page.Letters[i].ID == id {
+			return &page.Letters[i], nil
 		}
-		for i := range page.Letters {
-			if page.Letters[i].ID == id {
-				return &page.Letters[i], nil
-			}
-		}
-		if page.Next == "" {
-			break
-		}
-		p.Cursor = page.Next
 	}
 	return nil, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("no dead letter %s in queue %s (replayed or purged already?)", id, queue)}
 }

@@ -247,24 +247,18 @@ queue's dead letters.`,
 	return cmd
 }
 
-// findDead pages through queue's dead letters until it finds id.
+// findDead reads queue's dead letter id alone (DeadListParams.IDs).
 func findDead(ctx context.Context, c *fila.Client, queue, id string) (*fila.DeadLetter, error) {
-	p := fila.DeadListParams{Limit: fila.MaxReceive}
-	for {
-		page, err := c.DeadList(ctx, queue, p)
-		if err != nil {
-			return nil, err
-		}
-		for i := range page.Letters {
-			if page.Letters[i].ID == id {
-				return &page.Letters[i], nil
-			}
-		}
-		if page.Next == "" {
-			return nil, &exitErr{code: exitError, err: fmt.Errorf("no dead letter %s in queue %q (fila dead list -q %s shows the ids of its dead letters)", id, queue, queue)}
-		}
-		p.Cursor = page.Next
+	page, err := c.DeadList(ctx, queue, fila.DeadListParams{IDs: []string{id}, Limit: 1})
+	if err != nil {
+		return nil, err
 	}
+	for i := range page.Letters {
+		if page.Letters[i].ID == id {
+			return &page.Letters[i], nil
+		}
+	}
+	return nil, &exitErr{code: exitError, err: fmt.Errorf("no dead letter %s in queue %q (fila dead list -q %s shows the ids of its dead letters)", id, queue, queue)}
 }
 
 func writeDeadLetter(w io.Writer, l *fila.DeadLetter) error {
