@@ -52,6 +52,10 @@ type DeadListParams struct {
 	// empty list selects none): a page that shows one letter reads only
 	// that one. At most MaxReceive ids, none empty.
 	IDs []string
+	// WithoutBodies leaves every letter's Body nil (an empty body that was
+	// read is empty, not nil), for a listing that does not show them: drivers that can leave the bodies unread do
+	// (PostgreSQL, MongoDB, memory), the others drop them once read.
+	WithoutBodies bool
 }
 
 // DeadPage is one page of dead letters, oldest first.
@@ -143,7 +147,8 @@ func (c *Client) DeadList(ctx context.Context, queue string, p DeadListParams) (
 	var bp backend.DeadPage
 	err = c.call(ctx, func(ctx context.Context) error {
 		var err error
-		bp, err = dl.DeadList(ctx, queue, backend.DeadListParams{Kind: p.Kind, Limit: p.Limit, Cursor: p.Cursor, IDs: p.IDs})
+		bp, err = dl.DeadList(ctx, queue, backend.DeadListParams{Kind: p.Kind, Limit: p.Limit, Cursor: p.Cursor,
+			IDs: p.IDs, WithoutBodies: p.WithoutBodies})
 		return err
 	})
 	if err != nil {
@@ -153,7 +158,11 @@ func (c *Client) DeadList(ctx context.Context, queue string, p DeadListParams) (
 	for i := range bp.Letters {
 		// A driver that does not filter by id is filtered here.
 		if want == nil || want[bp.Letters[i].ID] {
-			page.Letters = append(page.Letters, deadLetterFrom(&bp.Letters[i]))
+			l := deadLetterFrom(&bp.Letters[i])
+			if p.WithoutBodies {
+				l.Body = nil // not read; an empty body read is []byte{}
+			}
+			page.Letters = append(page.Letters, l)
 		}
 	}
 	return page, nil

@@ -107,6 +107,10 @@ type DeadListParams struct {
 	// where it reads, so a page showing one letter reads one; the portable
 	// layer drops any other letter returned.
 	IDs []string
+	// WithoutBodies asks for letters without their bodies (Body nil), for
+	// a listing that does not show them: a driver that can leave them
+	// unread should; the portable layer drops any returned.
+	WithoutBodies bool
 }
 
 // DeadPage is one page of dead letters, oldest first.

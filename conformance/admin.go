@@ -102,6 +102,17 @@ func (s *suite) testDeadLetters(t *testing.T) {
 	if page, err = c.DeadList(ctx, q, fila.DeadListParams{IDs: byID, Kind: "b"}); err != nil || len(page.Letters) != 1 || page.Letters[0].ID != all[4].ID {
 		t.Errorf("DeadList(IDs, kind b) = %d letters, %v; want only %s", len(page.Letters), err, all[4].ID)
 	}
+	// Without bodies: everything else as before.
+	if page, err = c.DeadList(ctx, q, fila.DeadListParams{WithoutBodies: true}); err != nil || len(page.Letters) != len(kinds) {
+		t.Errorf("DeadList(WithoutBodies) = %d letters, %v; want %d", len(page.Letters), err, len(kinds))
+	} else {
+		for i, l := range page.Letters {
+			if l.Body != nil || l.ID != all[i].ID || l.Kind != all[i].Kind || l.Reason != all[i].Reason || l.Attempts != all[i].Attempts {
+				t.Errorf("DeadList(WithoutBodies) letter %d = %s kind %q reason %q attempts %d body %q; want %s %q %q %d and no body",
+					i, l.ID, l.Kind, l.Reason, l.Attempts, l.Body, all[i].ID, all[i].Kind, all[i].Reason, all[i].Attempts)
+			}
+		}
+	}
 	if page, err = c.DeadList(ctx, q, fila.DeadListParams{IDs: []string{}}); err != nil || len(page.Letters) != 0 {
 		t.Errorf("DeadList(empty IDs) = %d letters, %v; want none", len(page.Letters), err)
 	}

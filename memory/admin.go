@@ -64,6 +64,9 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 			break
 		}
 		l := e.DeadLetter
+		if p.WithoutBodies {
+			l.Body = nil
+		}
 		l.Message = cloneMessage(l.Message)
 		page.Letters = append(page.Letters, l)
 		page.lastSeq = e.seq

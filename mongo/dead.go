@@ -110,7 +110,11 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 			bson.D{{Key: "da", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: id}}}},
 		}})
 	}
-	cur, err := d.deadReport.Find(ctx, filter, options.Find().SetSort(deadSort).SetLimit(int64(p.Limit)+1))
+	opts := options.Find().SetSort(deadSort).SetLimit(int64(p.Limit) + 1)
+	if p.WithoutBodies {
+		opts.SetProjection(bson.D{{Key: "b", Value: 0}})
+	}
+	cur, err := d.deadReport.Find(ctx, filter, opts)
 	if err != nil {
 		return backend.DeadPage{}, d.mapErr(ctx, err, "list dead letters")
 	}

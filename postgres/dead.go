@@ -37,7 +37,7 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 	if none {
 		return backend.DeadPage{}, nil // no id given is a UUID: no such dead letter
 	}
-	rows, err := d.pool.Query(ctx, d.q.deadList, queue, p.Kind, after, afterID, limit+1, ids)
+	rows, err := d.pool.Query(ctx, d.q.deadList, queue, p.Kind, after, afterID, limit+1, ids, p.WithoutBodies)
 	if err != nil {
 		return backend.DeadPage{}, mapErr(ctx, "dead list", err)
 	}

@@ -103,3 +103,29 @@ func TestDeadImportIsIdempotent(t *testing.T) {
 		t.Errorf("imported letter %+v, want the fields of %+v", l, letters[0])
 	}
 }
+
+// TestDeadListWithoutBodies: a listing that does not show bodies does not
+// read them (the statement returns NULL), in both modes.
+func TestDeadListWithoutBodies(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	for _, mode := range []string{postgres.ModeSkipLocked, postgres.ModeLog} {
+		d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: mode})
+		ctx := ctxT(t, 30*time.Second)
+		q := "nobody-" + randHex(4)
+		l := backend.DeadLetter{Message: backend.Message{ID: uuidString(), Kind: "a", Body: []byte("a big body")}, Attempts: 1, Reason: "boom"}
+		if err := d.DeadImport(ctx, q, []backend.DeadLetter{l}); err != nil {
+			t.Fatal(err)
+		}
+		for _, without := range []bool{false, true} {
+			page, err := d.DeadList(ctx, q, backend.DeadListParams{Limit: 10, WithoutBodies: without})
+			if err != nil || len(page.Letters) != 1 {
+				t.Fatalf("%s: DeadList(WithoutBodies %v) = %d letters, %v", mode, without, len(page.Letters), err)
+			}
+			got := page.Letters[0]
+			if without && got.Body != nil || !without && string(got.Body) != "a big body" || got.Reason != "boom" {
+				t.Errorf("%s: DeadList(WithoutBodies %v) gave body %q reason %q", mode, without, got.Body, got.Reason)
+			}
+		}
+	}
+}

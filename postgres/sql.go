@@ -174,7 +174,7 @@ RETURNING visible_at`),
 	min(GREATEST(visible_at, run_at)) FILTER (WHERE visible_at <= now() AND (run_at IS NULL OR run_at <= now()))
 FROM {{s}}.messages WHERE queue = $1`),
 		deadCounts: r.Replace(`SELECT kind, count(*) FROM {{s}}.dead WHERE queue = $1 GROUP BY kind`),
-		deadList: r.Replace(`SELECT id::text, kind, body, headers, enqueued_at, attempts, max_attempts,
+		deadList: r.Replace(`SELECT id::text, kind, CASE WHEN $7 THEN NULL ELSE body END, headers, enqueued_at, attempts, max_attempts,
 	COALESCE(dedup_key, ''), reason, dead_at
 FROM {{s}}.dead
 WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::timestamptz IS NULL OR (dead_at, id) > ($3, $4::uuid))

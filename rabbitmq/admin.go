@@ -379,7 +379,11 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 	defer sc.close()
 	var all []backend.DeadLetter
 	for _, i := range sc.selected(backend.DeadFilter{Kind: p.Kind, IDs: p.IDs}) {
-		all = append(all, sc.letters[i])
+		l := sc.letters[i]
+		if p.WithoutBodies {
+			l.Body = nil
+		}
+		all = append(all, l)
 	}
 	start := 0
 	if p.Cursor != "" {

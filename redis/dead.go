@@ -83,6 +83,9 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 					return backend.DeadPage{}, err
 				}
 			}
+			if p.WithoutBodies {
+				dl.Body = nil
+			}
 			page.Letters = append(page.Letters, dl)
 			ids = append(ids, e.ID)
 		}

@@ -430,7 +430,7 @@ func (h *Handler) deadList(w http.ResponseWriter, r *http.Request) {
 	if !h.answering(ctx, w, r) {
 		return
 	}
-	pg, err := h.c.DeadList(ctx, q, fila.DeadListParams{Kind: kind, Limit: pageSize, Cursor: cursor})
+	pg, err := h.c.DeadList(ctx, q, fila.DeadListParams{Kind: kind, Limit: pageSize, Cursor: cursor, WithoutBodies: true})
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("listing the dead letters of %s: %w", q, err))
 		return
