@@ -233,14 +233,7 @@ func (h *Handler) action(op string) http.HandlerFunc {
 			h.fail(w, r, errReadOnly)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil {
-			h.fail(w, r, &httpError{status: http.StatusBadRequest, msg: "cannot read the form"})
-			return
-		}
-		if !h.checkCSRF(r) {
-			h.fail(w, r, &httpError{status: http.StatusForbidden,
-				msg: "the form's CSRF token is missing or does not match (a form from another site, or an old page): reload the page and try again"})
+		if !h.readForm(w, r) {
 			return
 		}
 		sel, err := parseSelection(op, r.PostForm)

@@ -147,6 +147,23 @@ func (h *Handler) csrfMAC(cookie string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// readForm reads a POST's form, at most maxFormBytes, and checks that it
+// is one of the dashboard's own (checkCSRF); it answers the request and
+// returns false when not.
+func (h *Handler) readForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, &httpError{status: http.StatusBadRequest, msg: "cannot read the form"})
+		return false
+	}
+	if !h.checkCSRF(r) {
+		h.fail(w, r, &httpError{status: http.StatusForbidden,
+			msg: "the form's CSRF token is missing or does not match (a form from another site, or an old page): reload the page and try again"})
+		return false
+	}
+	return true
+}
+
 // checkCSRF reports whether a POST comes from one of the dashboard's own
 // forms: same origin, and the form's token matches the cookie.
 func (h *Handler) checkCSRF(r *http.Request) bool {

@@ -95,13 +95,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	v := loginView{Action: h.prefix + "/login", Next: h.localNext(r.URL.Query().Get("next"))}
 	if r.Method == http.MethodPost {
-		if err := r.ParseForm(); err != nil {
-			h.fail(w, r, &httpError{status: http.StatusBadRequest, msg: "the form could not be read"})
-			return
-		}
-		if !h.checkCSRF(r) {
-			h.fail(w, r, &httpError{status: http.StatusForbidden,
-				msg: "the form's CSRF token is missing or does not match (a form from another site, or an old page): reload the page and try again"})
+		if !h.readForm(w, r) {
 			return
 		}
 		v.Next = h.localNext(r.PostForm.Get("next"))
@@ -136,8 +130,7 @@ func (h *Handler) renderLogin(w http.ResponseWriter, r *http.Request, status int
 
 // logout ends the browser's session (POST, from the dashboard's own form).
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil || !h.checkCSRF(r) {
-		h.fail(w, r, &httpError{status: http.StatusForbidden, msg: "the form's CSRF token is missing or does not match: reload the page and try again"})
+	if !h.readForm(w, r) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: h.prefix + "/", MaxAge: -1,

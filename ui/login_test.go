@@ -38,6 +38,10 @@ func TestTokenSignIn(t *testing.T) {
 	if bad.status != http.StatusUnauthorized || !strings.Contains(bad.body, "login-failed") {
 		t.Errorf("wrong token: status %d; want 401 and the form saying so", bad.status)
 	}
+	// A form past the size bound is not read at all.
+	if r := d.post("/login", url.Values{"csrf": {csrf[1]}, "token": {strings.Repeat("x", 1<<20)}}); r.status != http.StatusBadRequest {
+		t.Errorf("a 1 MiB sign-in form: status %d, want 400", r.status)
+	}
 	// Without the form's CSRF token: refused.
 	if r := d.post("/login", url.Values{"token": {token}}); r.status != http.StatusForbidden {
 		t.Errorf("sign-in without a CSRF token: status %d, want 403", r.status)
