@@ -46,16 +46,10 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) bool {
 	}
 	_, hasAuth := r.Header["Authorization"]
 	if hasAuth {
-		ip := clientIP(r)
-		if wait := h.guard.blocked(ip, now); wait > 0 {
-			h.tooMany(w, r, wait)
-			return false
+		ok, answered := h.attempt(w, r, func() bool { return h.credentialsOK(r) })
+		if ok || answered {
+			return ok
 		}
-		if h.credentialsOK(r) {
-			h.guard.succeeded(ip)
-			return true
-		}
-		h.guard.failed(ip, now)
 	}
 	if !hasAuth && h.o.Token != "" && h.o.Password == "" && wantsPage(r) {
 		h.toLogin(w, r)
@@ -63,6 +57,23 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) bool {
 	}
 	h.unauthorized(w, r)
 	return false
+}
+
+// attempt checks r's credentials with check through the guard (see
+// guard): while r's address must wait it answers 429 without calling check
+// (answered); otherwise it returns check's result and records it.
+func (h *Handler) attempt(w http.ResponseWriter, r *http.Request, check func() bool) (ok, answered bool) {
+	ip, now := clientIP(r), time.Now()
+	if wait := h.guard.blocked(ip, now); wait > 0 {
+		h.tooMany(w, r, wait)
+		return false, true
+	}
+	if check() {
+		h.guard.succeeded(ip)
+		return true, false
+	}
+	h.guard.failed(ip, now)
+	return false, false
 }
 
 // credentialsOK reports whether r carries the bearer token or the

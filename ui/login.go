@@ -99,13 +99,11 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		v.Next = h.localNext(r.PostForm.Get("next"))
-		ip := clientIP(r)
-		if wait := h.guard.blocked(ip, time.Now()); wait > 0 {
-			h.tooMany(w, r, wait)
+		ok, answered := h.attempt(w, r, func() bool { return equalSecret(r.PostForm.Get("token"), h.o.Token) })
+		if answered {
 			return
 		}
-		if equalSecret(r.PostForm.Get("token"), h.o.Token) {
-			h.guard.succeeded(ip)
+		if ok {
 			http.SetCookie(w, &http.Cookie{
 				Name: sessionCookie, Value: h.newSession(time.Now().Add(sessionLife)), Path: h.prefix + "/",
 				MaxAge: int(sessionLife / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
@@ -114,7 +112,6 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, v.Next, http.StatusSeeOther)
 			return
 		}
-		h.guard.failed(ip, time.Now())
 		h.log.Debug("fila ui: sign-in refused: wrong token", "remote", r.RemoteAddr)
 		v.Failed = true
 		h.renderLogin(w, r, http.StatusUnauthorized, v)

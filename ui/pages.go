@@ -205,9 +205,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	// listing and each card's stats would wait for it in turn (5-10 s a
 	// page on RabbitMQ). The cards are then the queues named and those the
 	// charts have samples of.
-	pctx, pcancel := context.WithTimeout(ctx, pingTimeout)
-	down := h.c.Ping(pctx)
-	pcancel()
+	down := h.ping(ctx)
 	var names []string
 	canList := true
 	if down != nil {
@@ -366,16 +364,18 @@ func doneFlash(q url.Values) string {
 	if err != nil || n < 0 {
 		return ""
 	}
+	const gone = ": no dead letter matched (replayed or purged already?)."
 	switch q.Get("done") {
-	case opReplay, opPurge:
+	case opReplay:
 		if n == 0 {
-			return "Nothing was " + map[string]string{opReplay: "replayed", opPurge: "purged"}[q.Get("done")] +
-				": no dead letter matched (replayed or purged already?)."
-		}
-		if q.Get("done") == opPurge {
-			return fmt.Sprintf("Purged %d dead letter(s).", n)
+			return "Nothing was replayed" + gone
 		}
 		return fmt.Sprintf("Replayed %d dead letter(s): they are ready again, attempts reset.", n)
+	case opPurge:
+		if n == 0 {
+			return "Nothing was purged" + gone
+		}
+		return fmt.Sprintf("Purged %d dead letter(s).", n)
 	case opCancel:
 		// The broker is not asked whether it holds the ids (no driver
 		// can look a message up by id yet): say what the cancel does,
@@ -715,12 +715,17 @@ func (h *Handler) confirmURL(q, op string, ids []string, kind string, all bool) 
 // the page with 503 when it does not: each of the page's calls would
 // otherwise wait for it in turn.
 func (h *Handler) answering(ctx context.Context, w http.ResponseWriter, r *http.Request) bool {
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := h.c.Ping(pctx); err != nil {
+	if err := h.ping(ctx); err != nil {
 		h.fail(w, r, &httpError{status: http.StatusServiceUnavailable,
 			msg: "the broker does not answer (" + err.Error() + "); try again once it is back"})
 		return false
 	}
 	return true
+}
+
+// ping checks within pingTimeout that the broker answers.
+func (h *Handler) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	return h.c.Ping(ctx)
 }

@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -239,15 +238,20 @@ func isMemory(d backend.Driver) bool {
 // workerGoroutines returns the stacks of goroutines running code of package
 // worker or created by it.
 func workerGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("github.com/fila-go/fila/worker.")) {
-			out = append(out, string(g))
+	for _, g := range goroutineStacks() {
+		if strings.Contains(g, "github.com/fila-go/fila/worker.") {
+			out = append(out, g)
 		}
 	}
 	return out
+}
+
+// goroutineStacks returns the stack of every goroutine, one string each.
+func goroutineStacks() []string {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Split(string(buf), "\n\n")
 }
 
 // testLogger logs to t at Debug level.
@@ -459,10 +463,8 @@ func recvErr(t *testing.T, ch <-chan error, what string) error {
 // libraryWaits returns, for each goroutine running code of this module, its
 // first line and its innermost frame of the module: where it waits.
 func libraryWaits() []string {
-	buf := make([]byte, 8<<20)
-	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range goroutineStacks() {
 		lines := strings.Split(g, "\n")
 		for i, l := range lines {
 			if strings.HasPrefix(l, "github.com/fila-go/fila/") && i+1 < len(lines) {
