@@ -90,6 +90,11 @@ Stop with Ctrl-C.`,
 					return &exitErr{code: exitUsage, err: fmt.Errorf("--queue: %w", err)}
 				}
 			}
+			for _, h := range f.allowedHosts {
+				if h = strings.TrimSpace(h); h == "" || strings.ContainsAny(h, "/:@ ") && !strings.HasPrefix(h, "[") {
+					return usagef("--allowed-hosts %q: want host names or addresses without port, such as fila.internal or 10.0.0.5", h)
+				}
+			}
 			if _, _, err := net.SplitHostPort(f.listen); err != nil {
 				return usagef("--listen %q: want HOST:PORT, such as 127.0.0.1:8080 (%v)", f.listen, err)
 			}

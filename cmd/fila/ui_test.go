@@ -148,6 +148,8 @@ func TestUIUsage(t *testing.T) {
 	t.Parallel()
 	fails(t, 2, "--user needs a password", "", "--url", "mem://", "ui", "--user", "ops")
 	fails(t, 2, "--listen", "", "--url", "mem://", "ui", "--listen", "8080")
+	fails(t, 2, "--allowed-hosts", "", "--url", "mem://", "ui", "--allowed-hosts", "fila.internal,,other")
+	fails(t, 2, "--allowed-hosts", "", "--url", "mem://", "ui", "--allowed-hosts", "https://fila.internal/")
 	fails(t, 2, "--queue", "", "--url", "mem://", "ui", "--queue", "not a queue")
 	fails(t, 2, "Options.Prefix", "", "--url", "mem://", "ui", "--listen", "127.0.0.1:0", "--prefix", "fila")
 	// A port in use.
