@@ -21,7 +21,8 @@ import (
 //
 // Drivers that implement backend.Topics keep subscriptions and make the
 // copies in the broker (RabbitMQ: a fanout exchange bound to the
-// subscriptions' queues, one publish). For the others the portable layer
+// subscriptions' queues, one publish; PostgreSQL's log mode: one row per
+// event, read by a cursor per subscription). For the others the portable layer
 // keeps subscriptions as marks of the topic and stores the copies with one
 // backend.MultiEnqueuer call, all or none (PostgreSQL: one transaction),
 // or else with one Enqueue per subscription, concurrently: a publish that
@@ -80,7 +81,9 @@ func validateSubscription(topic, queue string) error {
 // keeps subscriptions as marks; it fails when it can do neither.
 func (c *Client) topics() (backend.Topics, error) {
 	if t, ok := c.drv.(backend.Topics); ok {
-		return t, nil
+		if sw, ok := c.drv.(backend.TopicsSwitch); !ok || sw.TopicsNative() {
+			return t, nil
+		}
 	}
 	if c.marker == nil || c.lister == nil {
 		return nil, &UnsupportedError{Driver: c.name, Capability: "topics (the driver has neither backend.Topics nor listable marks)"}

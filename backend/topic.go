@@ -39,6 +39,14 @@ type Topics interface {
 	TopicPublish(ctx context.Context, topic string, msgs []Message) (int, error)
 }
 
+// TopicsSwitch is implemented by drivers whose Topics methods serve only in
+// some configurations (PostgreSQL: only in its log mode). When
+// TopicsNative reports false, the portable layer keeps topics itself, as
+// for a driver without Topics.
+type TopicsSwitch interface {
+	TopicsNative() bool
+}
+
 // TxPublisher is implemented by Topics drivers that can publish inside a
 // transaction the caller owns, as TxEnqueuer enqueues. Without it, the
 // portable layer publishes in a transaction by enqueueing each copy with

@@ -149,6 +149,25 @@
 // does: a message whose transaction took its id early and committed late
 // is delivered in the first batch that sees it, never skipped.
 //
+// Topics in the log mode are one log. A publish appends one row per event
+// to the topic's stream, whatever the number of subscriptions (in the
+// skip-locked mode the portable layer writes a copy per subscription), and
+// each subscription reads the stream through a read position of its own,
+// starting where it subscribed. A subscription is still a queue: the
+// events it reads get their copy ids (fila.CopyID), its own leases,
+// attempts, retries, dead letters and stats, and a retry is appended to the
+// subscription alone. Rotation keeps an event while a subscription has not
+// read it or holds it leased, so a subscription nobody consumes keeps the
+// topic's rows from the moment it stops: its unread events count as ready
+// in its QueueStats (its lag), and TopicUnsubscribe (or QueueDelete,
+// which drops what it has not read) lets rotation reclaim them. Messages
+// published with a dedup key are still copied into each subscription,
+// where the key is held. Subscriptions are kept as the portable layer kept
+// them (marks of the queue "fila.topic.<topic>"), so subscriptions made
+// before this schema version keep working; such a subscription reads the
+// topic's stream from its start, which holds only what was published
+// since.
+//
 // Rotation never waits long: its TRUNCATE takes the oldest generation's
 // locks with a 50 ms lock_timeout and tries again every check (a quarter
 // of the interval, at most 5 s). A transaction that holds one of those

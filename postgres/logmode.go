@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Storage modes (Options.Mode, URL parameter fila_mode).
@@ -33,8 +35,10 @@ const (
 )
 
 // newLogStatements returns the statements of the log mode. The functions
-// they call are defined in migrations/0005_log.sql (log_receive as of
-// 0007_log_receive_max.sql, rotation's two as of 0008_log_rotate_idle.sql);
+// they call are defined in migrations/0005_log.sql (rotation's truncate as
+// of 0008_log_rotate_idle.sql; log_receive, log_retry, log_bury, log_stats,
+// log_queue_delete and log_rotate_copy as of 0009_log_topics.sql, which
+// adds topics);
 // the statements keep the
 // parameters and result columns of the skip-locked mode's, so the Go code
 // around them (notifications, waiting, dedup holders, paging) is shared.
@@ -117,7 +121,27 @@ RETURNING id::text`
 )
 INSERT INTO {{s}}.log_messages (gen, id, queue, kind, body, headers, enqueued_at, run_at, attempts, max_attempts)
 SELECT (SELECT cur FROM {{s}}.log_state), id, queue, kind, body, headers, enqueued_at, now(), 0, max_attempts FROM d`)
-	q.queueList = strings.ReplaceAll(retable.Replace(base.queueList), s+".messages", s+".log_messages")
+	// The queues with rows, with dead letters, or subscribed to a topic
+	// (whose messages are the topic's rows); topics' streams and
+	// subscriptions' cursors ('~' names) are not queues.
+	q.queueList = r.Replace(`WITH RECURSIVE m(queue) AS (
+	(SELECT queue FROM {{s}}.log_messages ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT n.queue FROM m, LATERAL (
+		SELECT queue FROM {{s}}.log_messages WHERE queue > m.queue ORDER BY queue LIMIT 1) n
+), d(queue) AS (
+	(SELECT queue FROM {{s}}.log_dead ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT n.queue FROM d, LATERAL (
+		SELECT queue FROM {{s}}.log_dead WHERE queue > d.queue ORDER BY queue LIMIT 1) n
+)
+SELECT queue FROM (
+	SELECT queue FROM m UNION SELECT queue FROM d
+	UNION SELECT substr(name, 5) FROM {{s}}.log_marks
+	WHERE name >= 'sub/' AND name < 'sub0' AND left(queue, 11) = 'fila.topic.' AND (until IS NULL OR until > now())
+) u
+WHERE left(queue, 1) <> '~'
+ORDER BY queue COLLATE "C"`)
 	q.queueDelete = r.Replace(`SELECT {{s}}.log_queue_delete($1)`)
 	q.markSet = retable.Replace(base.markSet)
 	q.markSetNew = retable.Replace(base.markSetNew)
@@ -126,6 +150,7 @@ SELECT (SELECT cur FROM {{s}}.log_state), id, queue, kind, body, headers, enqueu
 	q.markList = retable.Replace(base.markList)
 	q.rotateCopy = r.Replace(`SELECT {{s}}.log_rotate_copy($1)`)
 	q.rotateTruncate = r.Replace(`SELECT {{s}}.log_rotate_truncate($1)`)
+	topicStatements(&q, s)
 	return q
 }
 
@@ -141,6 +166,7 @@ func (d *Driver) rotate(every time.Duration) {
 	t := time.NewTicker(check)
 	defer t.Stop()
 	var heldSince, heldLogged time.Time // rotation refused since; last said so
+	var lagLogged time.Time             // last warning about a lagging subscription
 	report := max(time.Minute, 2*every)
 	for {
 		select {
@@ -190,10 +216,44 @@ func (d *Driver) rotate(every time.Duration) {
 				d.rotateFailed(ctx, "copy", err)
 			} else if strings.HasPrefix(res, "copied ") {
 				d.log.Debug("postgres log mode: copied the rows the oldest generation still needs", slog.String("outcome", res))
+				// A rotation ran: say which subscriptions keep old rows,
+				// at most once per report period.
+				if now := time.Now(); now.Sub(lagLogged) >= report && d.warnLag(ctx, 2*every) {
+					lagLogged = now
+				}
 			}
 		}
 		cancel()
 	}
+}
+
+// warnLag logs a warning for each topic subscription whose oldest unread
+// event is older than older, and reports whether there was one. Rotation
+// keeps a topic's rows until every subscription has read them, so one that
+// nobody consumes makes the tables grow.
+func (d *Driver) warnLag(ctx context.Context, older time.Duration) bool {
+	rows, err := d.pool.Query(ctx, d.q.lag, older.Microseconds())
+	if err != nil {
+		d.rotateFailed(ctx, "lag check", err)
+		return false
+	}
+	var (
+		topic, queue string
+		unread       int64
+		oldest       time.Time
+		found        bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&topic, &queue, &unread, &oldest}, func() error {
+		found = true
+		d.log.Warn("postgres log mode: a topic subscription is not keeping up: rotation keeps the topic's events it has not read, and the tables grow until it reads them; consume the subscription's queue, or end the subscription with TopicUnsubscribe (\"fila topic unsubscribe\")",
+			slog.String("topic", topic), slog.String("subscription", queue), slog.Int64("unread", unread),
+			slog.Duration("oldest_age", time.Since(oldest).Round(time.Second)))
+		return nil
+	})
+	if err != nil {
+		d.rotateFailed(ctx, "lag check", err)
+	}
+	return found
 }
 
 // lastRotation reads when the current generation began, by the server's

@@ -43,6 +43,11 @@ type statements struct {
 
 	rotateCopy     string // log mode only
 	rotateTruncate string // log mode only
+
+	subscribe   string // log mode only
+	unsubscribe string // log mode only
+	publish     string // log mode only
+	lag         string // log mode only
 }
 
 // channelName returns the LISTEN/NOTIFY channel of a schema.

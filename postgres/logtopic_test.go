@@ -1,0 +1,412 @@
+package postgres_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/postgres"
+)
+
+// TestLogCopyIDMatchesGo: the copy ids the log mode derives in SQL are the
+// ones backend.CopyID gives, so a copy received from a topic's stream can
+// be named (dead letters, MessageCancel) by any process.
+func TestLogCopyIDMatchesGo(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := openLog(t, schema, time.Minute)
+	ids, err := c.EnqueueBatch(ctx, "copyid", []fila.Message{{Kind: "k", Body: []byte("a")}, {Kind: "k", Body: []byte("b")}, {Kind: "k", Body: []byte("c")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		for _, q := range []string{"q", "orders.eu-1", "Q_2", "a-much-longer-subscription-queue-name.with.dots"} {
+			var got string
+			if err := pool.QueryRow(ctx, `SELECT `+schema+`.log_copy_id($1::uuid, $2)::text`, id, q).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if want := backend.CopyID(id, q); got != want {
+				t.Errorf("log_copy_id(%s, %s) = %s, want %s", id, q, got, want)
+			}
+		}
+	}
+}
+
+// topicRows counts the distinct rows of topic's stream (a row and its
+// rotation copies are one).
+func topicRows(t *testing.T, pool *pgxpool.Pool, schema, topic string) int {
+	t.Helper()
+	var n int
+	err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(DISTINCT pos) FROM %s.log_messages WHERE queue = $1`, schema),
+		"~t:"+topic).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// queueRows counts the distinct rows of queue's own stream.
+func queueRows(t *testing.T, pool *pgxpool.Pool, schema, queue string) int {
+	t.Helper()
+	var n int
+	err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(DISTINCT pos) FROM %s.log_messages WHERE queue = $1`, schema),
+		queue).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// receiveAll receives exactly n deliveries of q (failing on fewer within
+// wait) and returns them by id.
+func receiveAll(t *testing.T, c *fila.Client, q string, n int, wait time.Duration) map[string]*fila.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	got := map[string]*fila.Delivery{}
+	for len(got) < n {
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: n - len(got), Lease: time.Minute})
+		if err != nil {
+			t.Fatalf("Receive(%s) after %d of %d: %v", q, len(got), n, err)
+		}
+		for _, d := range ds {
+			if got[d.ID] != nil {
+				t.Fatalf("Receive(%s) delivered %s twice", q, d.ID)
+			}
+			got[d.ID] = d
+		}
+	}
+	return got
+}
+
+// TestLogTopicOneRowPerEvent: a publish writes one row per event whatever
+// the number of subscriptions, and each subscription still behaves as a
+// queue of its own: copy ids, stats, retries and dead letters that the
+// others never see, listing, unsubscribing.
+func TestLogTopicOneRowPerEvent(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	subs := []string{"sub-a", "sub-b", "sub-c"}
+	for _, q := range subs {
+		if err := c.TopicSubscribe(ctx, "events", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var msgs []fila.Message
+	for i := 0; i < 5; i++ {
+		msgs = append(msgs, fila.Message{Kind: "k", Body: []byte(fmt.Sprintf("event %d", i))})
+	}
+	res, err := c.PublishBatch(ctx, "events", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Subscriptions != 3 {
+		t.Errorf("publish reached %d subscriptions, want 3", res.Subscriptions)
+	}
+	if n := topicRows(t, pool, schema, "events"); n != 5 {
+		t.Errorf("the topic's stream holds %d rows, want one per event (5)", n)
+	}
+	for _, q := range subs {
+		if n := queueRows(t, pool, schema, q); n != 0 {
+			t.Errorf("subscription %s holds %d rows of its own, want none (no copies)", q, n)
+		}
+		st, err := c.QueueStats(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Ready != 5 {
+			t.Errorf("QueueStats(%s).Ready = %d, want 5", q, st.Ready)
+		}
+	}
+	queues, err := c.QueueList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range subs {
+		if !slices.Contains(queues, q) {
+			t.Errorf("QueueList %v lacks subscription %s", queues, q)
+		}
+	}
+	for _, q := range queues {
+		if strings.HasPrefix(q, "~") {
+			t.Errorf("QueueList lists the internal name %q", q)
+		}
+	}
+
+	// sub-a: every copy once, under its copy id; one retried, one dead.
+	a := receiveAll(t, c, "sub-a", 5, 10*time.Second)
+	for _, id := range res.IDs {
+		if a[fila.CopyID(id, "sub-a")] == nil {
+			t.Errorf("sub-a did not get the copy of %s", id)
+		}
+	}
+	retried := a[fila.CopyID(res.IDs[0], "sub-a")]
+	buried := a[fila.CopyID(res.IDs[1], "sub-a")]
+	if err := retried.Retry(ctx, 0, "again"); err != nil {
+		t.Fatal(err)
+	}
+	if err := buried.Dead(ctx, "bad"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range a {
+		if d != retried && d != buried {
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	d := receiveOneLog(t, c, "sub-a", 10*time.Second)
+	if d.ID != retried.ID || d.Attempt != 2 || d.LastError != "again" || string(d.Body) != "event 0" {
+		t.Errorf("retry came back as %s attempt %d error %q body %q; want %s, 2, again, event 0", d.ID, d.Attempt, d.LastError, d.Body, retried.ID)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	page, err := c.DeadList(ctx, "sub-a", fila.DeadListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Letters) != 1 || page.Letters[0].ID != buried.ID || string(page.Letters[0].Body) != "event 1" {
+		t.Errorf("sub-a's dead letters: %+v; want the copy %s of event 1", page.Letters, buried.ID)
+	}
+
+	// sub-b saw none of that: five first deliveries.
+	b := receiveAll(t, c, "sub-b", 5, 10*time.Second)
+	for _, id := range res.IDs {
+		d := b[fila.CopyID(id, "sub-b")]
+		if d == nil {
+			t.Errorf("sub-b did not get the copy of %s", id)
+			continue
+		}
+		if d.Attempt != 1 {
+			t.Errorf("sub-b's copy of %s is at attempt %d, want 1", id, d.Attempt)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{"sub-a", "sub-b"} {
+		st, err := c.QueueStats(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Ready+st.Delayed+st.Leased != 0 {
+			t.Errorf("QueueStats(%s) = %+v after everything was settled", q, st)
+		}
+	}
+
+	// sub-c unsubscribes: the topic no longer lists it, and a publish
+	// reaches the two others.
+	if err := c.TopicUnsubscribe(ctx, "events", "sub-c"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.TopicSubscriptions(ctx, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"sub-a", "sub-b"}) {
+		t.Errorf("TopicSubscriptions = %v, want [sub-a sub-b]", got)
+	}
+	res, err = c.PublishBatch(ctx, "events", msgs[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Subscriptions != 2 {
+		t.Errorf("publish after the unsubscribe reached %d subscriptions, want 2", res.Subscriptions)
+	}
+}
+
+// TestLogTopicRotation: rotation keeps a topic's row while a subscription
+// has not read it or holds it leased, and drops it once every subscription
+// is done with it, or unsubscribed.
+func TestLogTopicRotation(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	for _, q := range []string{"fast", "slow", "gone"} {
+		if err := c.TopicSubscribe(ctx, "rot", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var msgs []fila.Message
+	for i := 0; i < 20; i++ {
+		msgs = append(msgs, fila.Message{Kind: "k", Body: []byte(fmt.Sprintf("e%d", i))})
+	}
+	if _, err := c.PublishBatch(ctx, "rot", msgs); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range receiveAll(t, c, "fast", 20, 10*time.Second) {
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRotations(t, pool, schema, 4) // every generation emptied at least once
+	if n := topicRows(t, pool, schema, "rot"); n != 20 {
+		t.Fatalf("after rotations the topic holds %d rows; want all 20, which slow and gone have not read", n)
+	}
+	if st, err := c.QueueStats(ctx, "slow"); err != nil || st.Ready != 20 {
+		t.Errorf("QueueStats(slow) = %+v, %v; want 20 ready (its lag)", st, err)
+	}
+
+	// slow reads all, acks all but one, which it keeps leased.
+	ds := receiveAll(t, c, "slow", 20, 10*time.Second)
+	var kept *fila.Delivery
+	for _, d := range ds {
+		if kept == nil {
+			kept = d
+			continue
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// gone unsubscribes without reading.
+	if err := c.TopicUnsubscribe(ctx, "rot", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	waitRotations(t, pool, schema, 4)
+	if n := topicRows(t, pool, schema, "rot"); n != 1 {
+		t.Fatalf("after rotations the topic holds %d rows; want 1 (slow's leased one)", n)
+	}
+	if err := kept.Ack(ctx); err != nil {
+		t.Fatalf("ack of the lease held across rotations: %v", err)
+	}
+	waitRotations(t, pool, schema, 4)
+	if n := topicRows(t, pool, schema, "rot"); n != 0 {
+		t.Errorf("after every subscription settled everything the topic holds %d rows, want 0", n)
+	}
+}
+
+// TestLogTopicLateCommitNotSkipped: a PublishTx whose transaction took its
+// txid before later publishes, and committed after a subscription read
+// them, still reaches the subscription (the queue rule of
+// TestLogLateCommitNotSkipped, through a subscription's cursor).
+func TestLogTopicLateCommitNotSkipped(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.TopicSubscribe(ctx, "late", "late-sub"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	lateRes, err := c.PublishTx(ctx, tx, "late", []fila.Message{{Kind: "k", Body: []byte("late")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, err := c.Publish(ctx, "late", fila.Message{Kind: "k", Body: []byte("early")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := receiveOneLog(t, c, "late-sub", 10*time.Second)
+	if d.ID != fila.CopyID(early, "late-sub") {
+		t.Fatalf("first delivery %s (%q), want the copy of the early publish", d.ID, d.Body)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d = receiveOneLog(t, c, "late-sub", 10*time.Second)
+	if d.ID != fila.CopyID(lateRes.IDs[0], "late-sub") || string(d.Body) != "late" {
+		t.Errorf("after the late commit got %s (%q), want the copy of the late publish", d.ID, d.Body)
+	}
+}
+
+// lockedBuffer is a log destination that tests read while drivers write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestLogTopicLagWarning: a subscription that stops consuming is named in a
+// warning, with how many events it has not read, and the one that keeps up
+// is not.
+func TestLogTopicLagWarning(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var logs lockedBuffer
+	u, err := url.Parse(driverURL(t, map[string]string{"fila_schema": schema, "fila_mode": "log",
+		"fila_rotate_interval": "100ms", "pool_max_conns": "4"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := postgres.Open(ctx, u, backend.OpenOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := fila.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for _, q := range []string{"keeps-up", "stalled"} {
+		if err := c.TopicSubscribe(ctx, "lagging", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.PublishBatch(ctx, "lagging", []fila.Message{{Kind: "k", Body: []byte("1")}, {Kind: "k", Body: []byte("2")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range receiveAll(t, c, "keeps-up", 2, 10*time.Second) {
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "subscription=stalled") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning about the stalled subscription within 30s; log:\n%s", logs.String())
+		}
+		// Rotation skips while nothing is written: write.
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`SELECT nextval('%s.log_pos')`, schema)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "topic=lagging subscription=stalled unread=2") {
+		t.Errorf("the warning does not give the topic and the unread count:\n%s", out)
+	}
+	if strings.Contains(out, "subscription=keeps-up") {
+		t.Errorf("the subscription that keeps up is named in a warning:\n%s", out)
+	}
+}

@@ -1,0 +1,214 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Topics of the log mode (schema version 9, migrations/0009_log_topics.sql):
+// a publish appends one row per event to the topic's stream, whatever the
+// number of subscriptions, and each subscription reads the stream through a
+// cursor of its own. The skip-locked mode keeps no topics: TopicsNative
+// reports false there and the portable layer copies into each subscription
+// (one transaction, EnqueueMulti).
+
+var (
+	_ backend.Topics       = (*Driver)(nil)
+	_ backend.TxPublisher  = (*Driver)(nil)
+	_ backend.TopicsSwitch = (*Driver)(nil)
+)
+
+// The portable layer's names for a topic's subscriptions, which the log
+// mode keeps (so subscriptions made before schema version 9 still count):
+// mark "sub/<queue>" of the queue "fila.topic.<topic>".
+const (
+	topicMarkQueue = "fila.topic."
+	topicSubMark   = "sub/"
+)
+
+// TopicsNative reports whether the driver keeps topics itself: in the log
+// mode only (backend.TopicsSwitch).
+func (d *Driver) TopicsNative() bool { return d.mode == ModeLog }
+
+func (d *Driver) topicsUsable() error {
+	if d.isClosed() {
+		return backend.ErrClosed
+	}
+	if d.mode != ModeLog {
+		return fmt.Errorf("%w: postgres: topics are kept by the driver only in the log mode (fila_mode=log); the portable layer keeps them in the skip-locked mode", backend.ErrUnsupported)
+	}
+	return nil
+}
+
+// TopicSubscribe makes queue a subscription of topic, with a cursor at the
+// current snapshot: the topic's rows that committed before are not read.
+func (d *Driver) TopicSubscribe(ctx context.Context, topic, queue string) error {
+	if err := d.topicsUsable(); err != nil {
+		return err
+	}
+	if _, err := d.pool.Exec(ctx, d.q.subscribe, topic, queue); err != nil {
+		return mapErr(ctx, "subscribe", err)
+	}
+	return nil
+}
+
+// TopicUnsubscribe ends the subscription and drops its cursor; the topic's
+// rows are then no longer kept for it.
+func (d *Driver) TopicUnsubscribe(ctx context.Context, topic, queue string) error {
+	if err := d.topicsUsable(); err != nil {
+		return err
+	}
+	if _, err := d.pool.Exec(ctx, d.q.unsubscribe, topic, queue); err != nil {
+		return mapErr(ctx, "unsubscribe", err)
+	}
+	return nil
+}
+
+// TopicSubscriptions returns the queues subscribed to topic, sorted.
+func (d *Driver) TopicSubscriptions(ctx context.Context, topic string) ([]string, error) {
+	if err := d.topicsUsable(); err != nil {
+		return nil, err
+	}
+	marks, err := d.MarkList(ctx, topicMarkQueue+topic, topicSubMark)
+	if err != nil {
+		return nil, err
+	}
+	subs := make([]string, 0, len(marks))
+	for _, m := range marks {
+		subs = append(subs, strings.TrimPrefix(m, topicSubMark))
+	}
+	sort.Strings(subs)
+	return subs, nil
+}
+
+// TopicPublish appends msgs to topic's stream in one statement, which also
+// reads the subscriptions: with none it stores nothing. Messages with a
+// dedup key are copied into each subscription instead (the key is held per
+// subscription), one enqueue per subscription after the stream's rows.
+func (d *Driver) TopicPublish(ctx context.Context, topic string, msgs []backend.Message) (int, error) {
+	if err := d.topicsUsable(); err != nil {
+		return 0, err
+	}
+	subs, err := d.publish(ctx, d.pool, topic, msgs, false)
+	if err != nil {
+		return 0, err
+	}
+	for _, q := range subs {
+		d.notifier.kick(q)
+	}
+	return len(subs), nil
+}
+
+// PublishTx is TopicPublish inside the caller's transaction, with the
+// wake-ups sent at its commit.
+func (d *Driver) PublishTx(ctx context.Context, tx any, topic string, msgs []backend.Message) (int, error) {
+	if err := d.topicsUsable(); err != nil {
+		return 0, err
+	}
+	q, ok := tx.(Querier)
+	if !ok || q == nil {
+		return 0, backend.Invalidf("postgres PublishTx: tx is %T; want a pgx.Tx (or anything with pgx's Exec, Query, QueryRow and SendBatch methods, such as *pgx.Conn or *pgxpool.Conn)", tx)
+	}
+	subs, err := d.publish(ctx, q, topic, msgs, true)
+	if err != nil {
+		return 0, err
+	}
+	return len(subs), nil
+}
+
+// publish stores msgs through q and returns the subscriptions they reached.
+// With inTx the wake-ups are pg_notify calls in q's transaction.
+func (d *Driver) publish(ctx context.Context, q Querier, topic string, msgs []backend.Message, inTx bool) ([]string, error) {
+	var plain, keyed []backend.Message
+	for i := range msgs {
+		if !validUUID(msgs[i].ID) {
+			return nil, backend.Invalidf("message id %q is not a UUID", msgs[i].ID)
+		}
+		if msgs[i].DedupKey != "" {
+			keyed = append(keyed, msgs[i])
+		} else {
+			plain = append(plain, msgs[i])
+		}
+	}
+	var subs []string
+	if len(plain) > 0 {
+		a, err := buildArgs(plain)
+		if err != nil {
+			return nil, err
+		}
+		err = q.QueryRow(ctx, d.q.publish, "~t:"+topic, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt,
+			a.delayMicros, a.maxAttempts, a.attempts, topicMarkQueue+topic).Scan(&subs)
+		if err != nil {
+			return nil, fmt.Errorf("fila/postgres: publish: %w", mapErr(ctx, "publish", err))
+		}
+		if inTx && len(subs) > 0 {
+			if _, err := q.Exec(ctx, `SELECT pg_notify($1, s) FROM unnest($2::text[]) AS s`, d.q.channel, subs); err != nil {
+				return nil, fmt.Errorf("fila/postgres: publish: %w", mapErr(ctx, "publish", err))
+			}
+		}
+	} else {
+		rows, err := q.Query(ctx, d.q.markList, topicMarkQueue+topic, topicSubMark)
+		if err == nil {
+			subs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fila/postgres: publish: %w", mapErr(ctx, "publish", err))
+		}
+		for i := range subs {
+			subs[i] = strings.TrimPrefix(subs[i], topicSubMark)
+		}
+	}
+	for _, sub := range subs {
+		copies := make([]backend.Message, len(keyed))
+		for i := range keyed {
+			copies[i] = keyed[i]
+			copies[i].ID = backend.CopyID(keyed[i].ID, sub)
+		}
+		if len(copies) == 0 {
+			break
+		}
+		var err error
+		if inTx {
+			_, err = d.enqueue(ctx, q, sub, copies, notifyInTx)
+		} else {
+			_, err = d.Enqueue(ctx, sub, copies)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("subscription %s: %w", sub, err)
+		}
+	}
+	return subs, nil
+}
+
+// topicStatements adds the log mode's topic statements to q.
+func topicStatements(q *statements, s string) {
+	r := strings.NewReplacer("{{s}}", s)
+	q.subscribe = r.Replace(`SELECT {{s}}.log_subscribe($1, $2)`)
+	q.unsubscribe = r.Replace(`SELECT {{s}}.log_unsubscribe($1, $2)`)
+	q.lag = r.Replace(`SELECT topic, queue, unread, oldest FROM {{s}}.log_lag($1)`)
+	// One statement: read the subscriptions and, when there are any, append
+	// the batch to the topic's stream. A publish that starts after a
+	// subscribe committed sees it, and its rows commit after the
+	// subscription's cursor was taken, so the subscription reads them.
+	q.publish = r.Replace(`WITH s AS (
+	SELECT COALESCE(array_agg(substr(k.name, 5) ORDER BY k.name), '{}') AS subs FROM {{s}}.log_marks k
+	WHERE k.queue = $11 AND left(k.name, 4) = 'sub/' AND (k.until IS NULL OR k.until > now())
+), i AS (
+	INSERT INTO {{s}}.log_messages
+		(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, attempts)
+	SELECT (SELECT cur FROM {{s}}.log_state), r.id, $1, r.kind, r.body, r.headers::json, r.enq,
+		COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.attempts
+	FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::timestamptz[],
+		$8::int8[], $9::int4[], $10::int4[]) WITH ORDINALITY
+		AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, attempts, ord)
+	WHERE cardinality((SELECT subs FROM s)) > 0
+	ORDER BY r.ord
+)
+SELECT subs FROM s`)
+}
