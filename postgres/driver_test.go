@@ -205,7 +205,7 @@ func TestConcurrentMigrations(t *testing.T) {
 	END LOOP; END$$`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := base.Exec(ctx, "DROP TABLE "+schema+".log_messages, "+schema+".log_leases, "+schema+".log_settles, "+
+	if _, err := base.Exec(ctx, "DROP TABLE "+schema+".log_messages, "+schema+".log_leases, "+schema+".log_settles, "+schema+".log_claims, "+
 		schema+".log_timers, "+schema+".log_cursors, "+schema+".log_state, "+schema+".log_dedup, "+schema+".log_dead, "+
 		schema+".log_marks; DROP SEQUENCE "+schema+".log_pos"); err != nil {
 		t.Fatal(err)

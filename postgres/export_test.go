@@ -46,3 +46,10 @@ func NextWait(d *Driver, us *int64) time.Duration { return d.nextWait(us) }
 
 // LastRotation exposes lastRotation.
 func LastRotation(d *Driver, ctx context.Context) (time.Time, bool) { return d.lastRotation(ctx) }
+
+// SetMinLagAge lowers the age of an unread topic event that makes a
+// subscription lag, and returns the restore.
+func SetMinLagAge(d time.Duration) (restore func()) {
+	old := minLagAge.Swap(int64(d))
+	return func() { minLagAge.Store(old) }
+}

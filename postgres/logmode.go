@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,10 +36,10 @@ const (
 )
 
 // newLogStatements returns the statements of the log mode. The functions
-// they call are defined in migrations/0005_log.sql (rotation's truncate as
-// of 0008_log_rotate_idle.sql; log_receive, log_retry, log_bury, log_stats,
-// log_queue_delete and log_rotate_copy as of 0009_log_topics.sql, which
-// adds topics);
+// they call are defined in migrations/0005_log.sql and replaced by later
+// ones: 0009_log_topics.sql adds topics (log_retry and log_bury as of it),
+// 0010_log_claims.sql leases a batch with one row (log_receive, log_ack,
+// log_current, log_stats, log_queue_delete and rotation's two as of it);
 // the statements keep the
 // parameters and result columns of the skip-locked mode's, so the Go code
 // around them (notifications, waiting, dedup holders, paging) is shared.
@@ -218,7 +219,7 @@ func (d *Driver) rotate(every time.Duration) {
 				d.log.Debug("postgres log mode: copied the rows the oldest generation still needs", slog.String("outcome", res))
 				// A rotation ran: say which subscriptions keep old rows,
 				// at most once per report period.
-				if now := time.Now(); now.Sub(lagLogged) >= report && d.warnLag(ctx, 2*every) {
+				if now := time.Now(); now.Sub(lagLogged) >= report && d.warnLag(ctx, max(2*every, time.Duration(minLagAge.Load()))) {
 					lagLogged = now
 				}
 			}
@@ -226,6 +227,12 @@ func (d *Driver) rotate(every time.Duration) {
 		cancel()
 	}
 }
+
+// minLagAge is the youngest unread event that makes a subscription lag:
+// below a minute a subscription is busy, not stalled (tests lower it).
+var minLagAge atomic.Int64
+
+func init() { minLagAge.Store(int64(time.Minute)) }
 
 // warnLag logs a warning for each topic subscription whose oldest unread
 // event is older than older, and reports whether there was one. Rotation

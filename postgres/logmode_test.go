@@ -393,7 +393,7 @@ func TestLogNoUpdatesOrDeletes(t *testing.T) {
 	for {
 		err := pool.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins), 0), coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_del), 0)
 FROM pg_stat_user_tables WHERE schemaname = $1
-	AND relname ~ '^log_(messages|leases|settles|timers|cursors)_[0-2]$'`, schema).Scan(&ins, &upd, &del)
+	AND relname ~ '^log_(messages|leases|settles|timers|cursors|claims)_[0-2]$'`, schema).Scan(&ins, &upd, &del)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -359,6 +359,7 @@ func (l *lockedBuffer) String() string {
 // warning, with how many events it has not read, and the one that keeps up
 // is not.
 func TestLogTopicLagWarning(t *testing.T) {
+	defer postgres.SetMinLagAge(0)()
 	pool := testPool(t)
 	schema := migratedSchema(t, pool)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
