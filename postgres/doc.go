@@ -129,8 +129,10 @@
 // tuple per message, so its speed does not depend on vacuum. It costs:
 //
 //   - Throughput at high concurrency: the receives of one queue take turns
-//     (an advisory lock per queue), and every delivery and ack inserts a
-//     row. Burn-down at 100 concurrent jobs measured ×0.65 of the
+//     (an advisory lock per queue). A receive leases all it read with one
+//     row and an ack of that whole batch settles it with one, but
+//     deliveries acked one by one (a worker's jobs) still insert a row per
+//     ack. Burn-down at 100 concurrent jobs measured ×0.65 of the
 //     skip-locked mode; at 1 and 10, and for enqueues, the modes are
 //     within 10% (BENCHMARKS.md).
 //   - Space: every message's rows stay until rotation empties their
@@ -159,8 +161,11 @@
 // subscription alone. Rotation keeps an event while a subscription has not
 // read it or holds it leased, so a subscription nobody consumes keeps the
 // topic's rows from the moment it stops: its unread events count as ready
-// in its QueueStats (its lag), and TopicUnsubscribe (or QueueDelete,
-// which drops what it has not read) lets rotation reclaim them. Messages
+// in its QueueStats (its lag, which the metrics and the dashboard show),
+// the driver logs a warning naming it once its oldest unread event is
+// older than twice the rotation interval (at least a minute), and
+// TopicUnsubscribe (or QueueDelete, which drops what it has not read)
+// lets rotation reclaim them. Messages
 // published with a dedup key are still copied into each subscription,
 // where the key is held. Subscriptions are kept as the portable layer kept
 // them (marks of the queue "fila.topic.<topic>"), so subscriptions made
