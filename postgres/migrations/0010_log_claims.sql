@@ -116,12 +116,12 @@ END $$;
 CREATE OR REPLACE FUNCTION {{schema}}.log_ack(p_ids uuid[], p_tokens uuid[]) RETURNS SETOF text
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
-    v_gen smallint;
-    v_tok uuid;
-    v_ids uuid[];
-    v_id  uuid;
-    k     {{schema}}.log_claims%ROWTYPE;
-    l     {{schema}}.log_leases%ROWTYPE;
+    v_gen  smallint;
+    v_tok  uuid;
+    v_ids  uuid[];
+    r_ids  uuid[] := '{}';
+    r_toks uuid[] := '{}';
+    k      {{schema}}.log_claims%ROWTYPE;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('fila.log.token.{{schema}}'), x.k)
     FROM (SELECT DISTINCT hashtext(t::text) AS k FROM unnest(p_tokens) AS t ORDER BY 1) x;
@@ -138,16 +138,41 @@ BEGIN
             INSERT INTO {{schema}}.log_settles (gen, queue, id, token, kind) VALUES (v_gen, k.queue, NULL, v_tok, 'a');
             DELETE FROM {{schema}}.log_dedup d WHERE d.queue = k.queue AND d.id = ANY (k.ids);
             RETURN QUERY SELECT x::text FROM unnest(k.ids) AS x;
-            CONTINUE;
+        ELSE
+            r_ids := r_ids || v_ids;
+            r_toks := r_toks || array_fill(v_tok, ARRAY[cardinality(v_ids)]);
         END IF;
-        FOREACH v_id IN ARRAY v_ids LOOP
-            l := {{schema}}.log_current(v_id, v_tok);
-            CONTINUE WHEN l.pos IS NULL;
-            INSERT INTO {{schema}}.log_settles (gen, queue, id, token, kind) VALUES (v_gen, l.queue, v_id, v_tok, 'a');
-            DELETE FROM {{schema}}.log_dedup d WHERE d.queue = l.queue AND d.id = v_id;
-            RETURN NEXT v_id::text;
-        END LOOP;
     END LOOP;
+    IF cardinality(r_ids) = 0 THEN
+        RETURN;
+    END IF;
+    -- The others one by one, in one statement: log_current's rule, set-based.
+    RETURN QUERY WITH u AS (
+        SELECT t.id, t.token FROM unnest(r_ids, r_toks) AS t(id, token)
+    ), cur AS (
+        SELECT u.id, u.token, COALESCE(pl.queue, kc.queue) AS queue
+        FROM u
+        -- A lease row of this receipt: a lease of its own or a claim member's extension.
+        LEFT JOIN LATERAL (SELECT x.queue, x.pos FROM {{schema}}.log_leases x
+            WHERE x.token = u.token AND x.id = u.id LIMIT 1) pl ON true
+        -- Else the claim of this receipt, if the message is one of its members.
+        LEFT JOIN LATERAL (SELECT c.queue, c.pos, c.deadline FROM {{schema}}.log_claims c
+            WHERE pl.pos IS NULL AND c.token = u.token AND u.id = ANY (c.ids) LIMIT 1) kc ON true
+        -- The message's newest lease row, which decides when it is newer.
+        LEFT JOIN LATERAL (SELECT x.pos, x.token, x.deadline FROM {{schema}}.log_leases x
+            WHERE x.queue = COALESCE(pl.queue, kc.queue) AND x.id = u.id ORDER BY x.pos DESC LIMIT 1) n ON true
+        WHERE COALESCE(pl.pos, kc.pos) IS NOT NULL
+            AND CASE WHEN n.pos >= COALESCE(pl.pos, kc.pos) THEN n.token = u.token AND n.deadline > clock_timestamp()
+                ELSE kc.deadline > clock_timestamp() END
+            AND NOT EXISTS (SELECT FROM {{schema}}.log_settles z WHERE z.token = u.token AND (z.id = u.id OR z.id IS NULL))
+    ), s AS (
+        INSERT INTO {{schema}}.log_settles (gen, queue, id, token, kind)
+        SELECT v_gen, cur.queue, cur.id, cur.token, 'a' FROM cur
+        RETURNING queue, id
+    ), d AS (
+        DELETE FROM {{schema}}.log_dedup x USING s WHERE x.id = s.id AND x.queue = s.queue
+    )
+    SELECT s.id::text FROM s;
 END $$;
 
 -- log_receive leases up to p_max messages of the queue for p_lease_us
