@@ -113,7 +113,8 @@ const (
 
 // enqueueArgs are the column arrays of a batch, unnested by the INSERT.
 type enqueueArgs struct {
-	ids, kinds  []string
+	ids         []pgtype.UUID
+	kinds       []string
 	bodies      [][]byte
 	headers     []pgtype.Text
 	enqueuedAt  []time.Time
@@ -128,14 +129,14 @@ type enqueueArgs struct {
 func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
 	n := len(msgs)
 	a := &enqueueArgs{
-		ids: make([]string, n), kinds: make([]string, n), bodies: make([][]byte, n),
+		ids: make([]pgtype.UUID, n), kinds: make([]string, n), bodies: make([][]byte, n),
 		headers: make([]pgtype.Text, n), enqueuedAt: make([]time.Time, n), runAt: make([]pgtype.Timestamptz, n),
 		delayMicros: make([]int64, n), maxAttempts: make([]int32, n), dedup: make([]pgtype.Text, n),
 		attempts: make([]int32, n),
 	}
 	for i := range msgs {
 		m := &msgs[i]
-		a.ids[i] = m.ID
+		a.ids[i] = pgUUID(m.ID)
 		a.kinds[i] = m.Kind
 		a.bodies[i] = m.Body // never nil (backend.Message)
 		if len(m.Headers) > 0 {

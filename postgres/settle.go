@@ -33,7 +33,7 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	if len(ids) == 0 {
 		return errs, nil
 	}
-	rows, err := d.pool.Query(ctx, d.q.ack, ids, tokens)
+	rows, err := d.pool.Query(ctx, d.q.ack, pgUUIDs(ids), pgUUIDs(tokens))
 	if err != nil {
 		return nil, mapErr(ctx, "ack", err)
 	}
@@ -71,7 +71,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 	if !validUUID(ref.ID) || !validUUID(ref.Receipt) {
 		return backend.ErrLeaseLost
 	}
-	tag, err := d.pool.Exec(ctx, d.q.retry, ref.ID, ref.Receipt, delay.Microseconds(), textSafe(reason), d.q.channel)
+	tag, err := d.pool.Exec(ctx, d.q.retry, pgUUID(ref.ID), pgUUID(ref.Receipt), delay.Microseconds(), textSafe(reason), d.q.channel)
 	if err != nil {
 		return mapErr(ctx, "retry", err)
 	}
@@ -89,7 +89,7 @@ func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attem
 	if !validUUID(ref.ID) || !validUUID(ref.Receipt) {
 		return backend.ErrLeaseLost
 	}
-	tag, err := d.pool.Exec(ctx, d.q.dead, ref.ID, ref.Receipt, textSafe(reason), int32(attempts))
+	tag, err := d.pool.Exec(ctx, d.q.dead, pgUUID(ref.ID), pgUUID(ref.Receipt), textSafe(reason), int32(attempts))
 	if err != nil {
 		return mapErr(ctx, "dead", err)
 	}
@@ -109,7 +109,7 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 		return time.Time{}, backend.ErrLeaseLost
 	}
 	var deadline time.Time
-	err := d.pool.QueryRow(ctx, d.q.extend, ref.ID, ref.Receipt, lease.Microseconds()).Scan(&deadline)
+	err := d.pool.QueryRow(ctx, d.q.extend, pgUUID(ref.ID), pgUUID(ref.Receipt), lease.Microseconds()).Scan(&deadline)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, backend.ErrLeaseLost
 	}
