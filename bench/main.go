@@ -57,6 +57,8 @@ type config struct {
 
 	pgque pgqueSettings // the PgQue comparison (scenario pgque)
 
+	topicSus topicSusSettings // scenario topic-sustained
+
 	pgURL, redisURL, amqpURL, mongoURL string
 	cpuProfile                         string
 }
@@ -66,8 +68,10 @@ var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustain
 
 // optionalScenarios run only when named: they are not part of "all".
 // pgque is the comparison with PgQue (issue 37), on PostgreSQL only; it
-// makes its own databases, so --broker does not apply to it.
-var optionalScenarios = []string{"pgque"}
+// makes its own databases, so --broker does not apply to it. So does
+// topic-sustained (topicsustained.go): Fila's PostgreSQL log mode, one
+// topic with a stalled subscription, for half an hour.
+var optionalScenarios = []string{"pgque", "topic-sustained"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -114,7 +118,8 @@ func parseFlags(args []string) (config, error) {
 	var cfg config
 	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, all, or a comma-separated list")
 	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, fanout, all, or a comma-separated list; "+
-		"also pgque (not in all): Fila's PostgreSQL log and skip-locked modes against PgQue, see the --pgque flags")
+		"also pgque (not in all): Fila's PostgreSQL log and skip-locked modes against PgQue, see the --pgque flags; "+
+		"and topic-sustained (not in all): Fila's PostgreSQL log mode, a topic with 5 subscriptions of which one stops consuming, see the --topic-sus flags")
 	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all. "+
 		"The word fila-log adds Fila's PostgreSQL log storage mode (fila_mode=log) as its own system, which runs only when named")
 	preset := fs.String("preset", "quick", "quick (all brokers in ~15 min) or full (the sizes of issue 11)")
@@ -157,6 +162,12 @@ func parseFlags(args []string) (config, error) {
 		"(its Go client's default is 30s; every empty receive locks the subscription row, a WAL record and a commit)")
 	fs.DurationVar(&cfg.pgque.limit, "pgque-limit", 3*time.Minute, "pgque scenario: longest wait for a fan-out's consumers or a drain")
 	fs.Float64Var(&cfg.pgque.rate, "pgque-rate", 500, "pgque scenario: offered rate (msg/s) of its latency case")
+	fs.Float64Var(&cfg.topicSus.rate, "topic-sus-rate", 500, "topic-sustained: offered publish rate (events/s, single Publish calls)")
+	fs.DurationVar(&cfg.topicSus.dur, "topic-sus-duration", 30*time.Minute, "topic-sustained: how long to publish")
+	fs.DurationVar(&cfg.topicSus.stallAfter, "topic-sus-stall-after", 0, "topic-sustained: when one subscription's consumer stops "+
+		"(default 10m; a third of --topic-sus-duration when that is under 30m)")
+	fs.DurationVar(&cfg.topicSus.interval, "topic-sus-interval", 30*time.Second, "topic-sustained: sampling interval")
+	fs.DurationVar(&cfg.topicSus.rotate, "topic-sus-rotate", 0, "topic-sustained: fila_rotate_interval of the log mode (default: the driver's, 1m)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to the file (combine with --systems fila)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -209,6 +220,12 @@ func parseFlags(args []string) (config, error) {
 	if cfg.fanoutDrainK < 1 || cfg.fanoutConc < 1 {
 		return cfg, fmt.Errorf("bad --fanout-drain-subs %d or --fanout-concurrency %d: want at least 1", cfg.fanoutDrainK, cfg.fanoutConc)
 	}
+	if cfg.topicSus.stallAfter == 0 {
+		cfg.topicSus.stallAfter = topicSusStallDefault(cfg.topicSus.dur)
+	}
+	if t := cfg.topicSus; t.rate <= 0 || t.dur <= 0 || t.interval <= 0 || t.stallAfter <= 0 || t.rotate < 0 {
+		return cfg, fmt.Errorf("bad --topic-sus-* setting: the rate, duration, interval and stall time must be positive, the rotation interval not negative")
+	}
 	if cfg.rates, err = parseRates(*rates); err != nil {
 		return cfg, err
 	}
@@ -242,6 +259,7 @@ func parseFlags(args []string) (config, error) {
 	setDefault(&cfg.latencyDur, p.lat)
 	setDefault(&cfg.susDur, p.sus)
 	cfg.susConc = cfg.latencyConc
+	cfg.topicSus.conc = cfg.latencyConc
 	cfg.pgque.enqueueDur, cfg.pgque.latencyDur, cfg.pgque.latConc = cfg.enqueueDur, cfg.latencyDur, cfg.latencyConc
 	return cfg, nil
 }

@@ -105,6 +105,9 @@ func (r *report) markdown(cfg config) string {
 	if len(r.pgque) > 0 {
 		b.WriteString(pgqueMarkdown(r.pgque, r.pgqueNotes, cfg))
 	}
+	if r.topicSus != nil {
+		b.WriteString(topicSustainedMarkdown(r.topicSus))
+	}
 	if len(r.fanPub) > 0 || len(r.fanDrain) > 0 {
 		b.WriteString(fanoutMarkdown(r.fanPub, r.fanDrain, cfg))
 	}

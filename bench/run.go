@@ -17,6 +17,7 @@ type report struct {
 	// pgque: the PgQue comparison's figures (scenario pgque), and its notes.
 	pgque      []result
 	pgqueNotes []string
+	topicSus   *topicSusRun // scenario topic-sustained
 	started    time.Time
 	delay      time.Duration // the delay scenario's Delay, for its row names
 	took       time.Duration
@@ -32,6 +33,12 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		if err := pgqueComparison(ctx, cfg, rep); err != nil {
 			logf("pgque comparison: %v", err)
 			errs = append(errs, fmt.Errorf("pgque comparison: %w", err))
+		}
+	}
+	if cfg.wants("topic-sustained") && ctx.Err() == nil {
+		if err := topicSustained(ctx, cfg, rep); err != nil {
+			logf("topic-sustained: %v", err)
+			errs = append(errs, fmt.Errorf("topic-sustained: %w", err))
 		}
 	}
 	// The brokers run the other scenarios; with none, none is connected.
