@@ -32,11 +32,11 @@ func TestWorkerPostgres(t *testing.T) {
 }
 
 // TestWorkerPostgresLog runs the suite on the log mode, rotating every
-// second so rotations happen while jobs run.
+// 300ms (as the conformance suite does) so rotations happen while jobs run.
 func TestWorkerPostgresLog(t *testing.T) {
 	raw := testenv.PostgresURL(t)
 	runWorkerTests(t, urlOpener(raw, map[string]string{"fila_migrate": "true",
-		"fila_schema": postgresSchema(t, raw, "fila_worker_log"), "fila_mode": "log", "fila_rotate_interval": "1s"}))
+		"fila_schema": postgresSchema(t, raw, "fila_worker_log"), "fila_mode": "log", "fila_rotate_interval": "300ms"}))
 }
 
 // postgresSchema names a schema of t's own on the PostgreSQL test server,
