@@ -688,7 +688,7 @@ END $$;
 -- one, keeping their identity, and records the snapshot it read them in.
 -- Needed: a message some cursor has not read, or with a live lease, a live
 -- claim member or a pending timer; the newest unsettled lease of a message;
--- a claim with a live member; a pending timer;
+-- a claim with a live member (live: not yet passed by its queue's sweep); a pending timer;
 -- a queue's or a subscription's newest cursor. A topic's row is needed
 -- while one of its subscriptions has not read it, or holds it leased or as
 -- a timer. Rows only ever stop being needed (a new subscription starts at
@@ -721,14 +721,42 @@ BEGIN
     -- does not see may be missing from the copy, and makes the TRUNCATE
     -- wait for another one.
     v_snap := pg_current_snapshot();
-    -- Live claim members, in every generation: neither settled nor leased
-    -- again. Their message rows and claims are needed.
-    WITH lcm AS (
+    -- qc: the sweep watermarks of every queue holding claims, leases or
+    -- timers. A sweep passes a lease, claim or timer only once it is
+    -- settled, superseded or delivered again, so what lies before them is
+    -- needed by nobody. live: the message rows the others still need.
+    -- sc: each subscription's cursor over its topic's stream. Each is
+    -- computed once: per message row, the lease and cursor probes (a copy
+    -- id hashed per row and subscription) made a copy of a busy topic take
+    -- longer than a rotation interval.
+    WITH qc AS MATERIALIZED (
+        SELECT q.queue, c.lwm, c.lwm_pos, c.twm, c.twm_pos
+        FROM (SELECT x.queue FROM {{schema}}.log_claims x
+            UNION SELECT x.queue FROM {{schema}}.log_leases x
+            UNION SELECT x.queue FROM {{schema}}.log_timers x) q
+        CROSS JOIN LATERAL {{schema}}.log_newest_cursor(q.queue) c
+    ), live AS MATERIALIZED (
         SELECT u.pos FROM {{schema}}.log_claims k
+        JOIN qc ON qc.queue = k.queue AND (k.deadline, k.pos) > (qc.lwm, qc.lwm_pos)
         CROSS JOIN LATERAL unnest(k.ids, k.msg_pos) AS u(id, pos)
         WHERE NOT EXISTS (SELECT FROM {{schema}}.log_settles x WHERE x.token = k.token AND x.id IS NULL)
             AND NOT EXISTS (SELECT FROM {{schema}}.log_settles x WHERE x.token = k.token AND x.id = u.id)
             AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l2 WHERE l2.queue = k.queue AND l2.id = u.id AND l2.pos > k.pos)
+        UNION
+        SELECT l.msg_pos FROM {{schema}}.log_leases l
+        JOIN qc ON qc.queue = l.queue AND (l.deadline, l.pos) > (qc.lwm, qc.lwm_pos)
+        WHERE NOT EXISTS (SELECT FROM {{schema}}.log_leases l2 WHERE l2.queue = l.queue AND l2.id = l.id AND l2.pos > l.pos)
+            AND NOT EXISTS (SELECT FROM {{schema}}.log_settles x WHERE x.token = l.token AND (x.id = l.id OR x.id IS NULL))
+        UNION
+        SELECT t.msg_pos FROM {{schema}}.log_timers t
+        JOIN qc ON qc.queue = t.queue AND (t.run_at, t.pos) > (qc.twm, qc.twm_pos)
+        WHERE NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.id = t.id AND l.queue = t.queue AND l.pos > t.pos)
+    ), sc AS MATERIALIZED (
+        SELECT '~t:' || substr(sm.queue, 12) AS stream, c.lo, c.hi, c.ctxid, c.cpos
+        FROM {{schema}}.log_marks sm
+        CROSS JOIN LATERAL {{schema}}.log_newest_cursor('~s:' || substr(sm.name, 5) || '/' || substr(sm.queue, 12)) c
+        WHERE sm.name >= 'sub/' AND sm.name < 'sub0' AND left(sm.queue, 11) = 'fila.topic.'
+            AND (sm.until IS NULL OR sm.until > now())
     ), mc AS (
         INSERT INTO {{schema}}.log_messages (gen, pos, txid, queue, id, kind, body, headers, enqueued_at, run_at,
             attempts, max_attempts, dedup_key, last_error)
@@ -746,37 +774,21 @@ BEGIN
         ) k ORDER BY k.pos DESC LIMIT 1) k ON true
         WHERE m.gen = p
             AND NOT EXISTS (SELECT FROM {{schema}}.log_messages m2 WHERE m2.pos = m.pos AND m2.gen <> p)
-            AND (m.pos IN (SELECT lcm.pos FROM lcm) OR CASE WHEN left(m.queue, 3) <> '~t:' THEN (k.pos IS NULL
-                OR (NOT pg_visible_in_snapshot(m.txid, k.lo)
-                    AND NOT (pg_visible_in_snapshot(m.txid, k.hi) AND (m.txid, m.pos) <= (k.ctxid, k.cpos)))
-                OR EXISTS (SELECT FROM {{schema}}.log_leases l
-                    WHERE l.id = m.id AND l.queue = m.queue AND l.msg_pos = m.pos
-                        AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l2 WHERE l2.queue = l.queue AND l2.id = l.id AND l2.pos > l.pos)
-                        AND NOT EXISTS (SELECT FROM {{schema}}.log_settles x WHERE x.token = l.token AND (x.id = l.id OR x.id IS NULL)))
-                OR EXISTS (SELECT FROM {{schema}}.log_timers t
-                    WHERE t.queue = m.queue AND t.msg_pos = m.pos
-                        AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.id = t.id AND l.queue = t.queue AND l.pos > t.pos)))
-            -- A topic's row: needed while a subscription has not read it,
-            -- or holds it leased or as a timer (under the copy's id).
-            ELSE EXISTS (SELECT FROM {{schema}}.log_marks sm
-                CROSS JOIN LATERAL (SELECT substr(sm.name, 5) AS q) sq
-                CROSS JOIN LATERAL {{schema}}.log_newest_cursor('~s:' || sq.q || '/' || substr(m.queue, 4)) sk
-                WHERE sm.queue = 'fila.topic.' || substr(m.queue, 4) AND left(sm.name, 4) = 'sub/'
-                    AND ((NOT pg_visible_in_snapshot(m.txid, sk.lo)
-                            AND NOT (pg_visible_in_snapshot(m.txid, sk.hi) AND (m.txid, m.pos) <= (sk.ctxid, sk.cpos)))
-                        OR EXISTS (SELECT FROM {{schema}}.log_leases l
-                            WHERE l.id = {{schema}}.log_copy_id(m.id, sq.q) AND l.queue = sq.q AND l.msg_pos = m.pos
-                                AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l2 WHERE l2.queue = l.queue AND l2.id = l.id AND l2.pos > l.pos)
-                                AND NOT EXISTS (SELECT FROM {{schema}}.log_settles x WHERE x.token = l.token AND (x.id = l.id OR x.id IS NULL)))
-                        OR EXISTS (SELECT FROM {{schema}}.log_timers t
-                            WHERE t.queue = sq.q AND t.msg_pos = m.pos
-                                AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.id = t.id AND l.queue = t.queue AND l.pos > t.pos))))
-            END)
+            AND (m.pos IN (SELECT live.pos FROM live)
+                OR CASE WHEN left(m.queue, 3) <> '~t:' THEN k.pos IS NULL
+                    OR (NOT pg_visible_in_snapshot(m.txid, k.lo)
+                        AND NOT (pg_visible_in_snapshot(m.txid, k.hi) AND (m.txid, m.pos) <= (k.ctxid, k.cpos)))
+                -- A topic's row: needed while a subscription has not read it.
+                ELSE EXISTS (SELECT FROM sc WHERE sc.stream = m.queue
+                    AND NOT pg_visible_in_snapshot(m.txid, sc.lo)
+                    AND NOT (pg_visible_in_snapshot(m.txid, sc.hi) AND (m.txid, m.pos) <= (sc.ctxid, sc.cpos)))
+                END)
         RETURNING 1
     ), lc AS (
         INSERT INTO {{schema}}.log_leases (gen, pos, queue, id, msg_pos, attempt, token, deadline, run_at)
         SELECT s.cur, l.pos, l.queue, l.id, l.msg_pos, l.attempt, l.token, l.deadline, l.run_at
         FROM {{schema}}.log_leases l
+        JOIN qc ON qc.queue = l.queue AND (l.deadline, l.pos) > (qc.lwm, qc.lwm_pos)
         WHERE l.gen = p
             AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l2 WHERE l2.queue = l.queue AND l2.id = l.id AND l2.pos > l.pos)
             AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l3 WHERE l3.queue = l.queue AND l3.id = l.id AND l3.pos = l.pos AND l3.gen <> p)
@@ -788,6 +800,7 @@ BEGIN
         INSERT INTO {{schema}}.log_claims (gen, pos, queue, token, deadline, ids, msg_pos, attempts)
         SELECT s.cur, k.pos, k.queue, k.token, k.deadline, lv.ids, lv.msg_pos, lv.attempts
         FROM {{schema}}.log_claims k
+        JOIN qc ON qc.queue = k.queue AND (k.deadline, k.pos) > (qc.lwm, qc.lwm_pos)
         CROSS JOIN LATERAL (
             SELECT array_agg(u.id ORDER BY u.ord) AS ids, array_agg(u.pos ORDER BY u.ord) AS msg_pos,
                 array_agg(u.att ORDER BY u.ord) AS attempts
@@ -803,6 +816,7 @@ BEGIN
         INSERT INTO {{schema}}.log_timers (gen, pos, queue, id, msg_pos, run_at)
         SELECT s.cur, t.pos, t.queue, t.id, t.msg_pos, t.run_at
         FROM {{schema}}.log_timers t
+        JOIN qc ON qc.queue = t.queue AND (t.run_at, t.pos) > (qc.twm, qc.twm_pos)
         WHERE t.gen = p
             AND NOT EXISTS (SELECT FROM {{schema}}.log_timers t2 WHERE t2.queue = t.queue AND t2.run_at = t.run_at AND t2.pos = t.pos AND t2.gen <> p)
             AND NOT EXISTS (SELECT FROM {{schema}}.log_leases l WHERE l.id = t.id AND l.queue = t.queue AND l.pos > t.pos)
