@@ -39,8 +39,10 @@ import (
 // stalls.
 const topicSusSubs = 5
 
-// topicSusDB is the scenario's database; a run drops a stale one first.
-const topicSusDB = "fila_bench_topic_sustained"
+// topicSusDB starts the name of the scenario's database. Each run makes
+// its own (the name ends in a random suffix), so two runs on one server do
+// not drop each other's; a run that is killed leaves its database behind.
+const topicSusDB = "fila_bench_topic_sustained_"
 
 // topicSusSettings are the scenario's flags.
 type topicSusSettings struct {
@@ -75,6 +77,12 @@ type topicSusSample struct {
 	// acks so far; its lag should be about their difference.
 	Sent, StalledDone int64
 	Load1             float64 // the machine's 1-minute load average (-1: unknown)
+	// Gen and GenAge: the log mode's current generation (log_state.cur)
+	// and the time since it became current, i.e. since the last rotation
+	// (-1: not read). Copied: a copy is done and waits for its TRUNCATE.
+	Gen    int
+	GenAge time.Duration
+	Copied bool
 }
 
 // topicSusRun is what the scenario measured.
@@ -207,16 +215,15 @@ func topicSustained(ctx context.Context, cfg config, rep *report) error {
 
 func topicSustainedRun(ctx context.Context, pgURL string, st topicSusSettings) (_ *topicSusRun, err error) {
 	run := &topicSusRun{st: st, Stalled: topicSusSubs - 1}
-	progress.set("topic-sustained: creating database " + topicSusDB)
+	dbName := topicSusDB + randSuffix()
+	run.Notes = append(run.Notes, "database "+dbName+" (dropped at the end)")
+	progress.set("topic-sustained: creating database " + dbName)
 	admin, err := pgxpool.New(ctx, pgURL)
 	if err != nil {
 		return nil, err
 	}
 	defer admin.Close()
-	dbIdent := pgx.Identifier{topicSusDB}.Sanitize()
-	if _, err := admin.Exec(ctx, `DROP DATABASE IF EXISTS `+dbIdent+` WITH (FORCE)`); err != nil {
-		return nil, err
-	}
+	dbIdent := pgx.Identifier{dbName}.Sanitize()
 	// template0: CREATE DATABASE from template1 fails while anyone else on
 	// the shared server is connected to template1.
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+dbIdent+` TEMPLATE template0`); err != nil {
@@ -226,10 +233,10 @@ func topicSustainedRun(ctx context.Context, pgURL string, st topicSusSettings) (
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if _, derr := admin.Exec(cctx, `DROP DATABASE IF EXISTS `+dbIdent+` WITH (FORCE)`); derr != nil {
-			logf("topic-sustained: drop database %s: %v", topicSusDB, derr)
+			logf("topic-sustained: drop database %s: %v", dbName, derr)
 		}
 	}()
-	dbURL, err := withDatabase(pgURL, topicSusDB)
+	dbURL, err := withDatabase(pgURL, dbName)
 	if err != nil {
 		return nil, err
 	}
@@ -407,12 +414,23 @@ func topicSustainedRun(ctx context.Context, pgURL string, st topicSusSettings) (
 		if names != "" {
 			run.Tables = names
 		}
+		smp.Gen, smp.GenAge = -1, -1
+		var genAgeUs int64
+		if qerr := stats.QueryRow(ctx, `SELECT cur, (extract(epoch FROM clock_timestamp() - since) * 1e6)::int8, copied IS NOT NULL FROM `+
+			pgx.Identifier{schema, "log_state"}.Sanitize()).Scan(&smp.Gen, &genAgeUs, &smp.Copied); qerr != nil {
+			if ctx.Err() == nil {
+				logf("topic-sustained: log_state: %v", qerr)
+			}
+		} else {
+			smp.GenAge = time.Duration(genAgeUs) * time.Microsecond
+		}
 		smp.Warnings = warns.total()
 		run.Samples = append(run.Samples, smp)
 		liveMax, _ := topicSusLive(smp, run.Stalled)
 		lo, hi := topicSusLiveRates(smp, run.Stalled)
-		progress.set(fmt.Sprintf("topic-sustained: t=%v publish %.0f msg/s; live lag max %d, %.0f–%.0f msg/s, p95 %.1fms; stalled lag %d; dead %d size %s; lag warnings %d; load %.2f",
-			smp.At, smp.PubRate, liveMax, lo, hi, smp.P95ms, smp.Lag[run.Stalled], smp.DeadTup, humanBytes(smp.SizeBytes), smp.Warnings, smp.Load1))
+		progress.set(fmt.Sprintf("topic-sustained: t=%v publish %.0f msg/s; live lag max %d, %.0f–%.0f msg/s, p95 %.1fms; stalled lag %d; dead %d size %s; lag warnings %d; generation %d for %v; load %.2f",
+			smp.At, smp.PubRate, liveMax, lo, hi, smp.P95ms, smp.Lag[run.Stalled], smp.DeadTup, humanBytes(smp.SizeBytes), smp.Warnings,
+			smp.Gen, smp.GenAge.Round(time.Second), smp.Load1))
 		lastSent, lastT = sent, now
 	}
 	stopProd()
@@ -614,6 +632,22 @@ func topicSustainedMarkdown(r *topicSusRun) string {
 	}
 	fmt.Fprintf(&b, "- Lag warnings: %d in total; naming the stalled subscription %d, %s; naming any other subscription: %s.\n",
 		r.Warn.Count, r.Warn.Named[stalledName], firstWarn, otherNamed)
+	rotations, longest, longestAt := 0, time.Duration(-1), time.Duration(0)
+	for i, s := range r.Samples {
+		if s.GenAge < 0 {
+			continue
+		}
+		if i > 0 && r.Samples[i-1].GenAge >= 0 && (s.Gen != r.Samples[i-1].Gen || s.GenAge < r.Samples[i-1].GenAge) {
+			rotations++
+		}
+		if s.GenAge > longest {
+			longest, longestAt = s.GenAge, s.At
+		}
+	}
+	if longest >= 0 {
+		fmt.Fprintf(&b, "- Rotation: the current generation changed %d times between samples; longest time since the last rotation at a sample "+
+			"%v (at %v); at the end %v.\n", rotations, longest.Round(time.Second), longestAt, last.GenAge.Round(time.Second))
+	}
 	fmt.Fprintf(&b, "- Publish: mean %.0f msg/s of %.0f offered; lowest sample %.0f msg/s.\n", pubSum/float64(len(r.Samples)), st.rate, minPub)
 	if maxLoad >= 0 {
 		fmt.Fprintf(&b, "- Machine load (1-minute load average, %d CPUs): %.2f–%.2f over the samples.\n", runtime.NumCPU(), minLoad, maxLoad)
@@ -633,8 +667,8 @@ func topicSustainedMarkdown(r *topicSusRun) string {
 	if len(rows) < len(r.Samples) {
 		fmt.Fprintf(&b, "\nEvery 5th of %d samples (one every %v):\n", len(r.Samples), st.interval)
 	}
-	b.WriteString("\n| t | live lag (max of 4) | stalled lag | live rate msg/s (min–max) | live p95 ms | n_dead_tup (log tables) | size (log tables) | publish msg/s | lag warnings so far | load |\n" +
-		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n| t | live lag (max of 4) | stalled lag | live rate msg/s (min–max) | live p95 ms | n_dead_tup (log tables) | size (log tables) | publish msg/s | lag warnings so far | since last rotation | load |\n" +
+		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, i := range rows {
 		s := r.Samples[i]
 		m, _ := topicSusLive(s, r.Stalled)
@@ -647,8 +681,12 @@ func topicSustainedMarkdown(r *topicSusRun) string {
 		if s.Load1 >= 0 {
 			load = fmt.Sprintf("%.2f", s.Load1)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %.0f–%.0f | %.1f | %d | %s | %.0f | %d | %s |\n",
-			t, m, s.Lag[r.Stalled], lo, hi, s.P95ms, s.DeadTup, humanBytes(s.SizeBytes), s.PubRate, s.Warnings, load)
+		rot := ""
+		if s.GenAge >= 0 {
+			rot = s.GenAge.Round(time.Second).String()
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %.0f–%.0f | %.1f | %d | %s | %.0f | %d | %s | %s |\n",
+			t, m, s.Lag[r.Stalled], lo, hi, s.P95ms, s.DeadTup, humanBytes(s.SizeBytes), s.PubRate, s.Warnings, rot, load)
 	}
 	b.WriteString("\n")
 	return b.String()

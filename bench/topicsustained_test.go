@@ -68,12 +68,14 @@ func TestTopicSustainedMarkdown(t *testing.T) {
 		}
 		run.Samples = append(run.Samples, topicSusSample{At: time.Duration(i) * 10 * time.Second, PubRate: 500, P95ms: 5,
 			Lag: []int64{2, 7, 1, 0, lag}, Rate: []float64{500, 498, 502, 500, 0}, DeadTup: int64(i * 10), SizeBytes: int64(i) << 20,
-			Sent: int64(i) * 5000, StalledDone: 10_000, Load1: 1.5})
+			Sent: int64(i) * 5000, StalledDone: 10_000, Load1: 1.5, Gen: i / 3, GenAge: time.Duration(i%3) * 10 * time.Second})
 	}
 	md := topicSustainedMarkdown(run)
 	for _, want := range []string{"Max dead tuples in the log tables: 60 (at 1m0s)", "lag at the end 2, 7, 1, 0 (limit: 2 s of publishing, 1000): kept up",
 		"lag at the end 20000; by the last sample 30000 published, of which it acked 10000: 20000 not acked", "naming the stalled subscription 2, first at 50 s (30 s after its consumer stopped)",
-		"| 20s (stalled) | 7 | 3 | 498–502 |", "| 1m0s | 7 | 20000 |", "server autovacuum=off"} {
+		"| 20s (stalled) | 7 | 3 | 498–502 |", "| 1m0s | 7 | 20000 |", "server autovacuum=off",
+		"current generation changed 2 times between samples; longest time since the last rotation at a sample 20s (at 20s); at the end 0s",
+		"| 1.50 |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
