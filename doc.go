@@ -152,7 +152,9 @@
 // it; TopicUnsubscribe deletes the subscription's queue with what it holds.
 // A topic without subscriptions stores nothing and Publish succeeds.
 // Drivers that implement backend.Topics make the copies in the broker
-// (RabbitMQ: a fanout exchange, one publish per message). For the others
+// (RabbitMQ: a fanout exchange, one publish per message; PostgreSQL's log
+// mode stores each message once, and each subscription reads it through a
+// read position of its own). For the others
 // the portable layer keeps the subscriptions as marks of the topic and
 // enqueues the copies, one Enqueue per subscription, concurrently: a
 // publish that fails part way may have stored some subscriptions' copies,
