@@ -37,9 +37,9 @@ const (
 
 // newLogStatements returns the statements of the log mode. The functions
 // they call are defined in migrations/0005_log.sql and replaced by later
-// ones: 0009_log_topics.sql adds topics (log_retry and log_bury as of it),
-// 0010_log_claims.sql leases a batch with one row (log_receive, log_ack,
-// log_current, log_stats, log_queue_delete and rotation's two as of it);
+// ones (0009_log_topics.sql adds topics and batch leases, and is the newest
+// version of log_receive, log_ack, log_current, log_retry, log_bury,
+// log_stats, log_queue_delete and rotation's two);
 // the statements keep the
 // parameters and result columns of the skip-locked mode's, so the Go code
 // around them (notifications, waiting, dedup holders, paging) is shared.
