@@ -411,3 +411,48 @@ func TestLogTopicLagWarning(t *testing.T) {
 		t.Errorf("the subscription that keeps up is named in a warning:\n%s", out)
 	}
 }
+
+// TestLogTopicDedupKey: a message published with a dedup key is copied
+// into each subscription, where the key is held: a second publish with the
+// key reaches only the subscription whose copy was settled.
+func TestLogTopicDedupKey(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, q := range []string{"dk-a", "dk-b"} {
+		if err := c.TopicSubscribe(ctx, "dk", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := c.Publish(ctx, "dk", fila.Message{Kind: "k", Body: []byte("1"), DedupKey: "order-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := topicRows(t, pool, schema, "dk"); n != 0 {
+		t.Errorf("a keyed message went to the topic's stream (%d rows); it is copied per subscription", n)
+	}
+	d := receiveOneLog(t, c, "dk-a", 10*time.Second)
+	if d.ID != fila.CopyID(first, "dk-a") {
+		t.Fatalf("dk-a got %s, want the copy of %s", d.ID, first)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, "dk", fila.Message{Kind: "k", Body: []byte("2"), DedupKey: "order-7"}); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]string{"dk-a": "2", "dk-b": "1"} {
+		st, err := c.QueueStats(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Ready != 1 {
+			t.Errorf("QueueStats(%s).Ready = %d, want 1", q, st.Ready)
+		}
+		if d := receiveOneLog(t, c, q, 10*time.Second); string(d.Body) != want {
+			t.Errorf("%s holds %q, want %q (the key keeps the pending copy)", q, d.Body, want)
+		}
+	}
+}

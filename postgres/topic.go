@@ -165,13 +165,13 @@ func (d *Driver) publish(ctx context.Context, q Querier, topic string, msgs []ba
 		}
 	}
 	for _, sub := range subs {
+		if len(keyed) == 0 {
+			break
+		}
 		copies := make([]backend.Message, len(keyed))
 		for i := range keyed {
 			copies[i] = keyed[i]
 			copies[i].ID = backend.CopyID(keyed[i].ID, sub)
-		}
-		if len(copies) == 0 {
-			break
 		}
 		var err error
 		if inTx {
