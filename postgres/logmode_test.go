@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"testing"
@@ -20,6 +21,12 @@ import (
 // openLog opens a Client in the log mode on schema, rotating every rotate.
 func openLog(t *testing.T, schema string, rotate time.Duration) *fila.Client {
 	t.Helper()
+	return openLogWith(t, schema, rotate, quietLogger)
+}
+
+// openLogWith is openLog with the driver logging to log.
+func openLogWith(t *testing.T, schema string, rotate time.Duration, log *slog.Logger) *fila.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	raw := driverURL(t, map[string]string{"fila_schema": schema, "fila_mode": "log",
@@ -28,7 +35,7 @@ func openLog(t *testing.T, schema string, rotate time.Duration) *fila.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drv, err := postgres.Open(ctx, u, backend.OpenOptions{Logger: quietLogger})
+	drv, err := postgres.Open(ctx, u, backend.OpenOptions{Logger: log})
 	if err != nil {
 		t.Fatalf("open log mode: %v", err)
 	}

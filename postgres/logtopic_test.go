@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -49,13 +48,7 @@ func TestLogCopyIDMatchesGo(t *testing.T) {
 // rotation copies are one).
 func topicRows(t *testing.T, pool *pgxpool.Pool, schema, topic string) int {
 	t.Helper()
-	var n int
-	err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(DISTINCT pos) FROM %s.log_messages WHERE queue = $1`, schema),
-		"~t:"+topic).Scan(&n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return queueRows(t, pool, schema, "~t:"+topic)
 }
 
 // queueRows counts the distinct rows of queue's own stream.
@@ -365,20 +358,7 @@ func TestLogTopicLagWarning(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var logs lockedBuffer
-	u, err := url.Parse(driverURL(t, map[string]string{"fila_schema": schema, "fila_mode": "log",
-		"fila_rotate_interval": "100ms", "pool_max_conns": "4"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv, err := postgres.Open(ctx, u, backend.OpenOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := fila.New(drv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := openLogWith(t, schema, 100*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
 	for _, q := range []string{"keeps-up", "stalled"} {
 		if err := c.TopicSubscribe(ctx, "lagging", q); err != nil {
 			t.Fatal(err)
