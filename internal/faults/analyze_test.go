@@ -50,6 +50,7 @@ func TestAnalyze(t *testing.T) {
 	tests := []struct {
 		name                               string
 		grace                              time.Duration
+		retryCopies                        bool
 		incs                               []incarnation
 		kills, inFlight, dups, unexplained int
 		lost                               []int
@@ -157,11 +158,43 @@ func TestAnalyze(t *testing.T) {
 			ledgerOf("w1.0", false, "R a 0 2", "H a 0", "A a -4s", "R a 0 2", "H a 0", "A a -3s"),
 		},
 		kills: 1, inFlight: 1, dups: 2, unexplained: 1,
+	}, {
+		// RabbitMQ: killed during a Retry (F line, no outcome), after its
+		// copy was stored and before the original's ack.
+		name:        "killed during a retry that stores a copy, original and copy delivered",
+		grace:       time.Second,
+		retryCopies: true,
+		incs: []incarnation{
+			ledgerOf("w0.0", true, "R a 0 1", "F a 0", "R b 1 1", "H b 1", "A b -5s"),
+			ledgerOf("w1.0", false, "R a 0 2", "H a 0", "A a -4s", "R a 0 2", "H a 0", "A a -3s"),
+		},
+		kills: 1, inFlight: 2, dups: 2,
+	}, {
+		// PostgreSQL, Redis: a retry is one atomic write, so a kill during
+		// it leaves the message once.
+		name:  "killed during an atomic retry, delivered twice after it",
+		grace: time.Second,
+		incs: []incarnation{
+			ledgerOf("w0.0", true, "R a 0 1", "F a 0", "R b 1 1", "H b 1", "A b -5s"),
+			ledgerOf("w1.0", false, "R a 0 2", "H a 0", "A a -4s", "R a 0 2", "H a 0", "A a -3s"),
+		},
+		kills: 1, inFlight: 1, dups: 2, unexplained: 1,
+	}, {
+		// The retry finished (X line) long before the kill: no copy in
+		// doubt.
+		name:        "failed and retried long before a kill, delivered three times",
+		grace:       time.Second,
+		retryCopies: true,
+		incs: []incarnation{
+			ledgerOf("w0.0", true, "R a 0 1", "F a 0", "X a retry -5s", "R b 1 1", "H b 1", "A b -5s"),
+			ledgerOf("w1.0", false, "R a 0 2", "H a 0", "A a -4s", "R a 0 2", "H a 0", "A a -3s"),
+		},
+		kills: 1, dups: 1, unexplained: 1,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := analyze(2, tt.incs, tt.grace)
+			r := analyze(2, tt.incs, tt.grace, tt.retryCopies)
 			if r.kills != tt.kills || r.sumInFlight() != tt.inFlight || r.duplicates != tt.dups ||
 				r.unexplained != tt.unexplained || !slices.Equal(r.lost, tt.lost) || len(r.inconsistent) > 0 {
 				t.Errorf("analyze = %s inconsistent=%v; want kills=%d in-flight=%d duplicates=%d unexplained=%d lost=%v",

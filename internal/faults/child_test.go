@@ -157,7 +157,10 @@ func workerChild() int {
 		// process handed to a handler is never missing from its ledger.
 		led.write(opReceived, d.ID, seq+" "+strconv.Itoa(d.Attempt))
 		if d.Attempt == 1 && failFirst > 0 && rand.Float64() < failFirst {
-			return errFirstAttempt // the worker retries it (no H line)
+			// Failing: written before the worker's Retry call, so a kill
+			// during the Retry shows in the ledger (no H line).
+			led.write(opFailing, d.ID, seq)
+			return errFirstAttempt
 		}
 		if d := jobTime(work); d > 0 {
 			t := time.NewTimer(d)

@@ -24,6 +24,8 @@ import (
 //
 //	R <id> <seq> <attempt>   a handler received the message (first thing it does)
 //	H <id> <seq>             the handler is done and returns nil (before the ack call)
+//	F <id> <seq>             the handler fails on purpose and returns its error: the
+//	                         worker's Retry follows (before the Retry call)
 //	A <id> <unix ns>         the ack is stored (worker's OnJobEnd, outcome ack), and when
 //	X <id> <outcome> [<unix ns>]
 //	                         the job ended another way, and when (the time is
@@ -33,6 +35,7 @@ import (
 const (
 	opReceived = 'R'
 	opHandled  = 'H'
+	opFailing  = 'F'
 	opAcked    = 'A'
 	opOther    = 'X'
 )
@@ -106,7 +109,7 @@ func parseEntry(line string) (entry, error) {
 		if e.seq, err = strconv.Atoi(f[2]); err == nil {
 			e.attempt, err = strconv.Atoi(f[3])
 		}
-	case opHandled:
+	case opHandled, opFailing:
 		if len(f) != 3 {
 			return entry{}, fmt.Errorf("bad ledger line %q", line)
 		}
@@ -197,6 +200,11 @@ type killInFlight struct {
 	// broker read it (the kernel resets the connection), so the broker
 	// redelivers a message whose Ack returned nil.
 	lateAcks int
+	// retrying are messages whose Retry was under way at the kill (an F
+	// line and no outcome), counted only where a retry stores a copy
+	// before it settles the original (RabbitMQ): a process killed between
+	// the two leaves both, at the same attempt.
+	retrying int
 }
 
 // crashReport holds the figures of one worker-crash run.
@@ -228,7 +236,7 @@ type crashReport struct {
 func (r crashReport) sumInFlight() int {
 	n := 0
 	for _, x := range r.inFlight {
-		n += x.unacked + x.lateAcks
+		n += x.unacked + x.lateAcks + x.retrying
 	}
 	return n
 }
@@ -241,8 +249,11 @@ func (r crashReport) sumInFlight() int {
 // delivered again, beyond the deliveries its stored retries explain (a
 // retry stored less than ackGrace before a kill explains one delivery as a
 // retry and may explain one more as in flight: on RabbitMQ the retry's copy
-// is confirmed but the ack of the original is an unanswered frame).
-func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
+// is confirmed but the ack of the original is an unanswered frame). With
+// retryCopies (RabbitMQ, whose Retry publishes a copy and then acks the
+// original), a Retry under way at a kill (F line, no outcome) may have
+// stored its copy, which explains one more delivery.
+func analyze(n int, incs []incarnation, ackGrace time.Duration, retryCopies bool) crashReport {
 	r := crashReport{messages: n, others: map[string]int{}}
 	received := make([]int, n)  // R lines per seq, all processes
 	handled := make([]int, n)   // H lines per seq
@@ -260,6 +271,7 @@ func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
 		recv := map[int]int{}
 		acks := map[int][]time.Time{}
 		retries := map[int][]time.Time{} // stored retries, by seq
+		failing := map[int]int{}         // F lines, by seq
 		for _, e := range inc.entries {
 			switch e.op {
 			case opReceived, opHandled:
@@ -277,6 +289,10 @@ func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
 					received[e.seq]++
 				} else {
 					handled[e.seq]++
+				}
+			case opFailing:
+				if e.seq >= 0 && e.seq < n {
+					failing[e.seq]++
 				}
 			case opAcked:
 				seq, ok := seqOf[e.id]
@@ -332,6 +348,14 @@ func analyze(n int, incs []incarnation, ackGrace time.Duration) crashReport {
 					if age := inc.killedAt.Sub(at); !at.IsZero() && age < ackGrace {
 						lateAge[seq] = max(lateAge[seq], age)
 					}
+				}
+			}
+		}
+		if retryCopies {
+			for seq, f := range failing {
+				if d := f - len(retries[seq]); d > 0 {
+					k.retrying += d
+					allowed[seq] += d
 				}
 			}
 		}
@@ -398,7 +422,10 @@ func (r crashReport) summary() string {
 		if k.lateAcks > 0 {
 			kills[i] += "+" + strconv.Itoa(k.lateAcks)
 		}
+		if k.retrying > 0 {
+			kills[i] += "+" + strconv.Itoa(k.retrying) + "r"
+		}
 	}
-	return fmt.Sprintf("messages=%d kills=%d in-flight-at-kills=[%s] (sum %d; +N: acked just before the kill) deliveries=%d retries=%d duplicates=%d (oldest lost ack %v before its kill) unexplained=%d handled-twice=%d lost=%d other-outcomes=[%s]",
+	return fmt.Sprintf("messages=%d kills=%d in-flight-at-kills=[%s] (sum %d; +N: acked just before the kill, +Nr: a Retry under way that may have stored a copy) deliveries=%d retries=%d duplicates=%d (oldest lost ack %v before its kill) unexplained=%d handled-twice=%d lost=%d other-outcomes=[%s]",
 		r.messages, r.kills, strings.Join(kills, " "), r.sumInFlight(), r.deliveries, r.retries, r.duplicates, r.lateAckUsed.Round(time.Millisecond), r.unexplained, r.handledTwice, len(r.lost), strings.Join(others, " "))
 }

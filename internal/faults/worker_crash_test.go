@@ -251,7 +251,7 @@ func runWorkerCrash(t *testing.T, run crashRun) {
 			lastKill = p.inc.killedAt
 			consume(p) // its ledger is final now
 			kills++
-			k := analyze(run.messages, []incarnation{p.inc}, run.ackGrace).inFlight[0]
+			k := analyze(run.messages, []incarnation{p.inc}, run.ackGrace, false).inFlight[0]
 			t.Logf("%s: kill %d at %d/%d handled: SIGKILL %s (pid %d) with %d received and not acked, %d acked within %v before; restarting",
 				run.name, kills, nHandled, run.messages, p.inc.name, p.cmd.Process.Pid, k.unacked, k.lateAcks, run.ackGrace)
 			startWorker(slot)
@@ -273,7 +273,7 @@ func runWorkerCrash(t *testing.T, run crashRun) {
 		incs = append(incs, p.inc)
 	}
 	incs = append(incs, drain)
-	r := analyze(run.messages, incs, run.ackGrace)
+	r := analyze(run.messages, incs, run.ackGrace, false)
 
 	st, err := c.QueueStats(ctx, queue)
 	if err != nil {
