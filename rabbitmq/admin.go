@@ -413,14 +413,14 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 }
 
 // DeadReplay publishes the selected dead letters back to the main queue
-// (confirmed) with their attempt count reset, then acks them in the dead
-// queue.
+// (confirmed) as fresh messages, attempt count reset and last error
+// dropped, then acks them in the dead queue.
 func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFilter) (int, error) {
 	return d.deadOp(ctx, queue, f, func(s *session, n names, sc *deadScan, sel []int) error {
 		items := make([]pubItem, len(sel))
 		for j, i := range sel {
 			pub := copyOf(&sc.msgs[i])
-			for _, k := range []string{hAttempts, hReason, hDeadAt, hRunAt} {
+			for _, k := range []string{hAttempts, hReason, hDeadAt, hRunAt, hLastError} {
 				delete(pub.Headers, k)
 			}
 			items[j] = pubItem{key: n.main, msg: pub, queue: queue}
