@@ -67,6 +67,10 @@ const (
 	FeatureTopics Feature = "topics"
 	// FeatureTopicList: TopicSubscriptions lists a topic's subscriptions.
 	FeatureTopicList Feature = "topic-list"
+	// FeatureTopicDelayCounts: QueueStats counts a delayed topic copy as
+	// Delayed, not Ready, before any receiver of its subscription has seen
+	// it. Without it only the sum of the two is checked.
+	FeatureTopicDelayCounts Feature = "topic-delay-counts"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
@@ -74,7 +78,7 @@ var AllFeatures = []Feature{
 	FeatureDedup, FeatureDeadLetters, FeatureStats, FeatureOldestReady, FeatureDeadByKind,
 	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
 	FeatureQueueList, FeatureQueueDelete, FeatureBulkLimits, FeatureMarks, FeatureMarkList,
-	FeatureTopics, FeatureTopicList,
+	FeatureTopics, FeatureTopicList, FeatureTopicDelayCounts,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.

@@ -96,6 +96,11 @@ func Run(t *testing.T, h Harness) {
 		{"TopicWithoutSubscriptions", s.testTopicWithoutSubscriptions},
 		{"TopicBadInput", s.testTopicBadInput},
 		{"TopicPublishTx", s.testTopicPublishTx},
+		{"TopicCopyBytes", s.testTopicCopyBytes},
+		{"TopicCopyStats", s.testTopicCopyStats},
+		{"TopicCopyDelayed", s.testTopicCopyDelayed},
+		{"TopicCopyDedup", s.testTopicCopyDedup},
+		{"TopicCopyControl", s.testTopicCopyControl},
 		{"AckReceive", s.testAckReceive},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once

@@ -228,6 +228,9 @@
 //     does not use the management plugin. Queue pause works.
 //   - subscription listing (FeatureTopicList): AMQP 0-9-1 cannot list
 //     bindings. Topics work.
+//   - exact stats of delayed topic copies (FeatureTopicDelayCounts): a
+//     delayed copy counts as Ready until a Receive of its subscription
+//     moves it to a delay queue (see Topics).
 //
 // # Errors
 //
