@@ -160,6 +160,36 @@ func (c *Client) TopicSubscriptions(ctx context.Context, topic string) ([]string
 	return subs, err
 }
 
+// TopicRewind moves queue's subscription to topic to the point in time to:
+// the topic's messages published at or after to are delivered to queue
+// again, as copies at attempt 1 with their copy ids, and the messages
+// before it are not delivered (a to after the newest message skips what
+// the subscription has not read yet). Only messages the broker still keeps
+// can be delivered again: PostgreSQL's log mode keeps them for its
+// fila_topic_retention. The subscription's unsettled deliveries of the
+// messages delivered again end (their Ack, Retry and Dead return
+// ErrLeaseLost); a copy waiting for a retry is delivered by the rewind and
+// again by its retry; messages published with a dedup key are copied into
+// each subscription and are not delivered again. Other subscriptions are
+// untouched. A queue that is not subscribed to topic gives ErrInvalid;
+// drivers that cannot rewind return ErrUnsupported.
+func (c *Client) TopicRewind(ctx context.Context, topic, queue string, to time.Time) error {
+	if err := validateSubscription(topic, queue); err != nil {
+		return err
+	}
+	native, err := c.topics()
+	if err != nil {
+		return err
+	}
+	rw, ok := native.(backend.TopicRewinder)
+	if !ok {
+		return &UnsupportedError{Driver: c.name, Capability: "rewinding subscriptions (it needs a broker that keeps a topic's messages after they were read: PostgreSQL with fila_mode=log)"}
+	}
+	return c.call(ctx, func(ctx context.Context) error {
+		return rw.TopicRewind(ctx, topic, queue, to)
+	})
+}
+
 func (c *Client) subscriptions(ctx context.Context, native backend.Topics, topic string) ([]string, error) {
 	if native != nil {
 		subs, err := native.TopicSubscriptions(ctx, topic)

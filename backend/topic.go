@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"crypto/sha256"
+	"time"
 
 	"github.com/fila-go/fila/internal/uuidtext"
 )
@@ -45,6 +46,19 @@ type Topics interface {
 // for a driver without Topics.
 type TopicsSwitch interface {
 	TopicsNative() bool
+}
+
+// TopicRewinder is implemented by Topics drivers that keep a topic's
+// messages after its subscriptions read them (PostgreSQL's log mode with a
+// retention) and can move a subscription's read position back, or forward.
+type TopicRewinder interface {
+	// TopicRewind moves subscription queue of topic to to: the topic's
+	// kept messages published at or after to are delivered to queue again
+	// (as copies at attempt 1), those before are not delivered at all.
+	// The subscription's unsettled deliveries of the messages delivered
+	// again end (their settlements report ErrLeaseLost). A queue that is
+	// not subscribed to topic gives an ErrInvalid error.
+	TopicRewind(ctx context.Context, topic, queue string, to time.Time) error
 }
 
 // TxPublisher is implemented by Topics drivers that can publish inside a

@@ -48,6 +48,10 @@
 //	                                mode"; Options.Mode)
 //	fila_rotate_interval  1m        log mode only: how long a generation of its tables
 //	                                takes new rows before rotation (Options.RotateInterval)
+//	fila_topic_retention  0         log mode only: how long a topic's events stay after
+//	                                their publish, read or not, for TopicRewind
+//	                                (Options.TopicRetention; 0 keeps an event only
+//	                                until every subscription is done with it)
 //	any other             pgx's     passed to pgx: sslmode, pool_max_conns,
 //	                                application_name, default_query_exec_mode, …
 //
@@ -173,6 +177,28 @@
 // topic's stream from its start, which holds only what was published
 // since.
 //
+// Rewind (schema version 10). With fila_topic_retention, rotation keeps a
+// topic's events for that long after their publish even once every
+// subscription has read them, and fila.Client.TopicRewind (fila topic
+// rewind) moves one subscription's read position to a point in time: the
+// events from the first one published at or after it, in the log's order,
+// are delivered again as copies at attempt 1 (an event of a later
+// transaction stamped a little earlier comes with them), the earlier ones
+// not at all; a point after the newest event skips what the subscription
+// has not read. The subscription's unsettled leases of the events
+// delivered again end (their acks report fila.ErrLeaseLost), so each copy
+// has one holder at a time; a copy waiting for a retry is delivered by the
+// rewind and again by its retry; events published with a dedup key are
+// copied into each subscription and are not delivered again. The rewind
+// finds its point with one read of the topic's kept rows. The price of a
+// retention: a kept event is copied at every rotation that empties its
+// generation, about once per three rotation intervals of retention (a
+// day's retention at the default interval copies each event some 480
+// times), so keep the retention short or the interval long. The driver
+// that rotates applies its own setting: give every client of a schema the
+// same one. Without a retention, a rewind reaches only the events rotation
+// has not dropped yet (those some subscription has not read).
+//
 // Rotation never waits long: its TRUNCATE takes the oldest generation's
 // locks with a 50 ms lock_timeout and tries again every check (a quarter
 // of the interval, at most 5 s). A transaction that holds one of those
@@ -210,8 +236,9 @@
 // The driver keeps every rule of the contract, optional ones included:
 // dedup keys, dead-letter management, stats (every column), transactional
 // enqueue, moving queues (backend.DelayedReceiver, backend.DeadImporter),
-// queue listing and deletion, and marks with listing, in both modes. Its
-// conformance runs declare no conformance.Feature missing.
+// queue listing and deletion, and marks with listing, in both modes, and
+// in the log mode topic rewind (backend.TopicRewinder). Its conformance
+// runs declare no conformance.Feature missing.
 //
 // # Errors
 //

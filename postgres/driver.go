@@ -58,6 +58,12 @@ type Options struct {
 	// RotateInterval is how long a generation of the log mode's tables
 	// takes new rows before rotation (default DefaultRotateInterval).
 	RotateInterval time.Duration
+	// TopicRetention is how long the log mode keeps a topic's events after
+	// their publish, read or not, so that TopicRewind can read them again
+	// (default 0: an event goes once every subscription is done with it).
+	// The driver that rotates applies its own setting: give every client
+	// of a schema the same one.
+	TopicRetention time.Duration
 }
 
 // Driver is the PostgreSQL driver. Build it with Open (through fila.Open) or
@@ -93,6 +99,8 @@ type Driver struct {
 	claims atomic.Int64
 	// mode is ModeSkipLocked or ModeLog.
 	mode string
+	// retention is Options.TopicRetention.
+	retention time.Duration
 }
 
 var (
@@ -154,6 +162,12 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 	if o.RotateInterval == 0 {
 		o.RotateInterval = DefaultRotateInterval
 	}
+	if o.TopicRetention < 0 {
+		return nil, backend.Invalidf("postgres: topic retention %v is negative", o.TopicRetention)
+	}
+	if o.TopicRetention > 0 && o.Mode != ModeLog {
+		return nil, backend.Invalidf("postgres: topic retention applies to the log mode only (Mode %q)", ModeLog)
+	}
 	if o.Migrate {
 		if err := Migrate(ctx, pool, o.Schema); err != nil {
 			return nil, err
@@ -172,6 +186,8 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 		q:       newStatements(o.Schema),
 		done:    make(chan struct{}),
 		mode:    o.Mode,
+
+		retention: o.TopicRetention,
 	}
 	d.doneCtx, d.endDone = context.WithCancel(context.Background())
 	if o.Mode == ModeLog {

@@ -153,7 +153,7 @@ ORDER BY queue COLLATE "C"`)
 	q.markGet = retable.Replace(base.markGet)
 	q.markDelete = retable.Replace(base.markDelete)
 	q.markList = retable.Replace(base.markList)
-	q.rotateCopy = r.Replace(`SELECT {{s}}.log_rotate_copy($1)`)
+	q.rotateCopy = r.Replace(`SELECT {{s}}.log_rotate_copy($1, $2)`)
 	q.rotateTruncate = r.Replace(`SELECT {{s}}.log_rotate_truncate($1)`)
 	topicStatements(&q, s)
 	return q
@@ -227,7 +227,7 @@ func (d *Driver) rotate(every time.Duration) {
 			}
 		}
 		if err == nil {
-			err = d.pool.QueryRow(ctx, d.q.rotateCopy, every.Microseconds()).Scan(&res)
+			err = d.pool.QueryRow(ctx, d.q.rotateCopy, every.Microseconds(), d.retention.Microseconds()).Scan(&res)
 			if err != nil {
 				d.rotateFailed(ctx, "copy", err)
 			} else if strings.HasPrefix(res, "copied ") {

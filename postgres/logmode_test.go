@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"strings"
 	"testing"
@@ -27,11 +28,18 @@ func openLog(t *testing.T, schema string, rotate time.Duration) *fila.Client {
 // openLogWith is openLog with the driver logging to log.
 func openLogWith(t *testing.T, schema string, rotate time.Duration, log *slog.Logger) *fila.Client {
 	t.Helper()
+	return openLogParams(t, schema, rotate, log, nil)
+}
+
+// openLogParams is openLogWith with more URL parameters.
+func openLogParams(t *testing.T, schema string, rotate time.Duration, log *slog.Logger, more map[string]string) *fila.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	raw := driverURL(t, map[string]string{"fila_schema": schema, "fila_mode": "log",
-		"fila_rotate_interval": rotate.String(), "pool_max_conns": "4"})
-	u, err := url.Parse(raw)
+	params := map[string]string{"fila_schema": schema, "fila_mode": "log",
+		"fila_rotate_interval": rotate.String(), "pool_max_conns": "4"}
+	maps.Copy(params, more)
+	u, err := url.Parse(driverURL(t, params))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,9 @@ const (
 	// ParamRotateInterval sets Options.RotateInterval (1m), as a Go
 	// duration; log mode only.
 	ParamRotateInterval = "fila_rotate_interval"
+	// ParamTopicRetention sets Options.TopicRetention (0: none), as a Go
+	// duration; log mode only.
+	ParamTopicRetention = "fila_topic_retention"
 )
 
 const paramPrefix = "fila_"
@@ -102,6 +105,7 @@ func parseURL(u *url.URL) (Options, string, error) {
 	o.PollInterval = p.Duration(ParamPollInterval, 0)
 	o.Mode = p.String(ParamMode, ModeSkipLocked)
 	o.RotateInterval = p.Duration(ParamRotateInterval, 0)
+	o.TopicRetention = p.Duration(ParamTopicRetention, 0)
 	if err := p.Done(); err != nil {
 		return Options{}, "", err
 	}
@@ -116,6 +120,12 @@ func parseURL(u *url.URL) (Options, string, error) {
 	}
 	if o.RotateInterval != 0 && o.Mode != ModeLog {
 		return Options{}, "", backend.Invalidf("URL parameter %s applies to %s=%s only", ParamRotateInterval, ParamMode, ModeLog)
+	}
+	if p.Has(ParamTopicRetention) && o.TopicRetention <= 0 {
+		return Options{}, "", backend.Invalidf("URL parameter %s must be positive", ParamTopicRetention)
+	}
+	if o.TopicRetention != 0 && o.Mode != ModeLog {
+		return Options{}, "", backend.Invalidf("URL parameter %s applies to %s=%s only", ParamTopicRetention, ParamMode, ModeLog)
 	}
 	if err := validateSchema(o.Schema); err != nil {
 		return Options{}, "", err

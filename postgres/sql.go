@@ -45,6 +45,7 @@ type statements struct {
 	rotateTruncate string // log mode only
 
 	subscribe   string // log mode only
+	rewind      string // log mode only
 	unsubscribe string // log mode only
 	publish     string // log mode only
 	lag         string // log mode only

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,9 +20,10 @@ import (
 // (one transaction, EnqueueMulti).
 
 var (
-	_ backend.Topics       = (*Driver)(nil)
-	_ backend.TxPublisher  = (*Driver)(nil)
-	_ backend.TopicsSwitch = (*Driver)(nil)
+	_ backend.Topics        = (*Driver)(nil)
+	_ backend.TxPublisher   = (*Driver)(nil)
+	_ backend.TopicsSwitch  = (*Driver)(nil)
+	_ backend.TopicRewinder = (*Driver)(nil)
 )
 
 // The portable layer's names for a topic's subscriptions, which the log
@@ -66,6 +68,24 @@ func (d *Driver) TopicUnsubscribe(ctx context.Context, topic, queue string) erro
 	}
 	if _, err := d.pool.Exec(ctx, d.q.unsubscribe, topic, queue); err != nil {
 		return mapErr(ctx, "unsubscribe", err)
+	}
+	return nil
+}
+
+// TopicRewind moves queue's read position in topic to the first of the
+// topic's kept rows enqueued at or after to (schema version 10,
+// log_topic_rewind): those rows are read again, the earlier ones not at
+// all. The subscription's unsettled leases of the rows read again end.
+func (d *Driver) TopicRewind(ctx context.Context, topic, queue string, to time.Time) error {
+	if err := d.topicsUsable(); err != nil {
+		return err
+	}
+	var ok bool
+	if err := d.pool.QueryRow(ctx, d.q.rewind, topic, queue, to).Scan(&ok); err != nil {
+		return mapErr(ctx, "rewind", err)
+	}
+	if !ok {
+		return backend.Invalidf("postgres: queue %q is not subscribed to topic %q: subscribe it first (TopicSubscribe), then rewind", queue, topic)
 	}
 	return nil
 }
@@ -191,6 +211,7 @@ func topicStatements(q *statements, s string) {
 	r := strings.NewReplacer("{{s}}", s)
 	q.subscribe = r.Replace(`SELECT {{s}}.log_subscribe($1, $2)`)
 	q.unsubscribe = r.Replace(`SELECT {{s}}.log_unsubscribe($1, $2)`)
+	q.rewind = r.Replace(`SELECT {{s}}.log_topic_rewind($1, $2, $3)`)
 	q.lag = r.Replace(`SELECT topic, queue, unread, oldest FROM {{s}}.log_lag($1)`)
 	// One statement: read the subscriptions and, when there are any, append
 	// the batch to the topic's stream. A publish that starts after a
