@@ -71,6 +71,12 @@ const (
 	// Delayed, not Ready, before any receiver of its subscription has seen
 	// it. Without it only the sum of the two is checked.
 	FeatureTopicDelayCounts Feature = "topic-delay-counts"
+	// FeatureTopicRewind: TopicRewind delivers a topic's kept messages
+	// again from a point in time (backend.TopicRewinder). Unlike the other
+	// features it is checked only where the driver offers it: a driver
+	// that does not implement backend.TopicRewinder, or whose topics the
+	// portable layer keeps, skips the test without declaring anything.
+	FeatureTopicRewind Feature = "topic-rewind"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
@@ -78,7 +84,7 @@ var AllFeatures = []Feature{
 	FeatureDedup, FeatureDeadLetters, FeatureStats, FeatureOldestReady, FeatureDeadByKind,
 	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
 	FeatureQueueList, FeatureQueueDelete, FeatureBulkLimits, FeatureMarks, FeatureMarkList,
-	FeatureTopics, FeatureTopicList, FeatureTopicDelayCounts,
+	FeatureTopics, FeatureTopicList, FeatureTopicDelayCounts, FeatureTopicRewind,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.

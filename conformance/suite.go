@@ -101,6 +101,7 @@ func Run(t *testing.T, h Harness) {
 		{"TopicCopyDelayed", s.testTopicCopyDelayed},
 		{"TopicCopyDedup", s.testTopicCopyDedup},
 		{"TopicCopyControl", s.testTopicCopyControl},
+		{"TopicRewind", s.testTopicRewind},
 		{"AckReceive", s.testAckReceive},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once
