@@ -43,6 +43,7 @@
 //	fila topic unsubscribe TOPIC QUEUE [--yes]   also deletes QUEUE with all it holds
 //	fila topic list TOPIC               the subscribed queues, one per line
 //	fila topic publish TOPIC -k KIND [the message flags of fila enqueue]
+//	fila topic rewind TOPIC QUEUE (--to T | --ago D)   deliver QUEUE's copies again from T
 //	fila schema up
 //	fila migrate --from URL --to URL --queue Q [--to-queue Q2] [--include-delayed]
 //	             [--include-dead] [--drain [--idle 10s]] [--batch N] [--concurrency N]
@@ -131,6 +132,10 @@
 // "nothing to do" for one that holds nothing. fila topic list exits 4 on
 // RabbitMQ, which cannot list a topic's subscriptions over AMQP, and says
 // where to look instead; a topic without subscriptions gets a warning.
+// fila topic rewind (fila.Client.TopicRewind) delivers a subscription's
+// copies of the messages published from a point in time again; only
+// PostgreSQL's log mode can (it keeps a topic's messages for its
+// fila_topic_retention), the others exit 4.
 // Drivers without topics (neither backend.Topics nor listable marks) exit
 // 4 for every topic command.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,14 +15,14 @@ import (
 func newTopicCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Fan-out: subscribe queues to a topic, list them, publish, unsubscribe",
+		Short: "Fan-out: subscribe queues to a topic, list them, publish, rewind, unsubscribe",
 		Long: `A topic copies every message published to it into each queue subscribed to it
 at that moment. A subscription is a queue: its copies are received, retried,
 dead-lettered, counted and cancelled as any queue's messages are (fila stats,
 fila dead, fila message cancel, workers), and each copy has an id of its own,
 fila.CopyID(published id, queue).`,
 	}
-	cmd.AddCommand(newTopicSubscribeCmd(a), newTopicUnsubscribeCmd(a), newTopicListCmd(a), newTopicPublishCmd(a))
+	cmd.AddCommand(newTopicSubscribeCmd(a), newTopicUnsubscribeCmd(a), newTopicListCmd(a), newTopicPublishCmd(a), newTopicRewindCmd(a))
 	return cmd
 }
 
@@ -83,6 +84,58 @@ that cannot keep subscriptions exit 4.`,
 			})
 		},
 	}
+}
+
+func newTopicRewindCmd(a *app) *cobra.Command {
+	var to string
+	var ago time.Duration
+	cmd := &cobra.Command{
+		Use:   "rewind TOPIC QUEUE (--to TIME | --ago DURATION)",
+		Short: "Deliver a subscription's messages again from a point in time",
+		Long: `Move subscription QUEUE of TOPIC to a point in time: the topic's messages
+published from then on are delivered to QUEUE again (at attempt 1), those
+before are not; a point after the newest message skips what QUEUE has not
+read yet. Only messages the broker still keeps come back: PostgreSQL's log
+mode (fila_mode=log) keeps them for its fila_topic_retention. QUEUE's
+deliveries of the messages delivered again end (their acks report the lease
+lost); the topic's other subscriptions are untouched. Drivers that cannot
+rewind exit 4.`,
+		Example: `  fila topic rewind orders orders.audit --ago 2h
+  fila topic rewind orders orders.audit --to 2026-12-03T09:00:00Z`,
+		Args: topicArgs("rewind", true),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic, q := args[0], args[1]
+			if err := checkTopic(topic); err != nil {
+				return err
+			}
+			var at time.Time
+			switch {
+			case to != "" && ago != 0:
+				return usagef("give --to or --ago, not both")
+			case to != "":
+				t, err := time.Parse(time.RFC3339, to)
+				if err != nil {
+					return usagef("--to %q is not an RFC 3339 time (2026-01-02T15:04:05Z)", to)
+				}
+				at = t
+			case ago > 0:
+				at = time.Now().Add(-ago)
+			default:
+				return usagef("say where to rewind to: --to TIME (RFC 3339) or --ago DURATION (2h, 30m)")
+			}
+			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
+				if err := c.TopicRewind(ctx, topic, q, at); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(a.stdout, "rewound queue %q of topic %q to %s\n", q, topic, at.UTC().Format(time.RFC3339))
+				return err
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&to, "to", "", "deliver again the messages published from this RFC 3339 time on")
+	f.DurationVar(&ago, "ago", 0, "deliver again the messages published within this duration before now")
+	return cmd
 }
 
 func newTopicUnsubscribeCmd(a *app) *cobra.Command {

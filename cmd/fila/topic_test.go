@@ -298,6 +298,7 @@ func TestTopicUnsupported(t *testing.T) {
 		{"unsubscribe", "orders", "q", "--yes"},
 		{"list", "orders"},
 		{"publish", "orders", "-k", "k", "--body", "x"},
+		{"rewind", "orders", "q", "--ago", "1h"},
 	} {
 		r := fails(t, 4, "the bare driver does not support topics", "", append([]string{"--url", bare, "topic"}, args...)...)
 		if strings.Contains(r.stderr, "cannot list") || strings.Contains(r.stderr, "cannot tell") {
@@ -353,4 +354,47 @@ func TestTopicCredentialsNeverShown(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTopicRewindCommand: fila topic rewind delivers a subscription's copies
+// again on PostgreSQL's log mode, refuses bad flags (exit 2), and exits 4
+// where the driver cannot rewind.
+func TestTopicRewindCommand(t *testing.T) {
+	t.Parallel()
+	u := withParam(withParam(testenv.PostgresURL(t), "fila_migrate", "true"), "fila_mode", "log")
+	u = withParam(u, "fila_topic_retention", "1h")
+	c := client(t, u)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	topic, q := unique("rewind"), unique("rewound")
+	testenv.CleanupQueue(t, c, q)
+	t.Cleanup(func() { _ = c.TopicUnsubscribe(context.Background(), topic, q) })
+	ok(t, "", "--url", u, "topic", "subscribe", topic, q)
+	id, err := c.Publish(ctx, topic, fila.Message{Kind: "k", Body: []byte("again")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	take := func(what string) {
+		t.Helper()
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 10, Lease: time.Minute})
+		if err != nil || len(ds) != 1 || ds[0].ID != fila.CopyID(id, q) || ds[0].Attempt != 1 {
+			t.Fatalf("%s: received %d deliveries, %v; want the copy %s at attempt 1", what, len(ds), err, fila.CopyID(id, q))
+		}
+		if err := ds[0].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take("first delivery")
+	out := ok(t, "", "--url", u, "topic", "rewind", topic, q, "--ago", "1h")
+	if !strings.HasPrefix(out, fmt.Sprintf("rewound queue %q of topic %q to ", q, topic)) {
+		t.Errorf("fila topic rewind printed %q", out)
+	}
+	take("after fila topic rewind --ago 1h")
+	ok(t, "", "--url", u, "topic", "rewind", topic, q, "--to", time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	take("after fila topic rewind --to an hour ago")
+
+	fails(t, exitUsage, "say where to rewind to", "", "--url", u, "topic", "rewind", topic, q)
+	fails(t, exitUsage, "not both", "", "--url", u, "topic", "rewind", topic, q, "--ago", "1h", "--to", "2026-01-02T15:04:05Z")
+	fails(t, exitUsage, "is not an RFC 3339 time", "", "--url", u, "topic", "rewind", topic, q, "--to", "yesterday")
+	fails(t, exitUnsupported, "rewinding subscriptions", "", "--url", "mem://"+unique("cli"), "topic", "rewind", topic, q, "--ago", "1h")
 }
