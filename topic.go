@@ -171,8 +171,9 @@ func (c *Client) TopicSubscriptions(ctx context.Context, topic string) ([]string
 // ErrLeaseLost); a copy waiting for a retry is delivered by the rewind and
 // again by its retry; messages published with a dedup key are copied into
 // each subscription and are not delivered again. Other subscriptions are
-// untouched. A queue that is not subscribed to topic gives ErrInvalid;
-// drivers that cannot rewind return ErrUnsupported.
+// untouched. To start a new subscription from a point in the past,
+// TopicSubscribe it, then TopicRewind it. A queue that is not subscribed to
+// topic gives ErrInvalid; drivers that cannot rewind return ErrUnsupported.
 func (c *Client) TopicRewind(ctx context.Context, topic, queue string, to time.Time) error {
 	if err := validateSubscription(topic, queue); err != nil {
 		return err

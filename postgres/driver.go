@@ -176,17 +176,16 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 		return nil, err
 	}
 	d := &Driver{
-		pool:    pool,
-		ownPool: own,
-		schema:  o.Schema,
-		listen:  !o.DisableListen,
-		poll:    o.PollInterval,
-		lconfig: o.ListenConfig,
-		log:     o.Logger.With(slog.String("driver", "postgres"), slog.String("schema", o.Schema)),
-		q:       newStatements(o.Schema),
-		done:    make(chan struct{}),
-		mode:    o.Mode,
-
+		pool:      pool,
+		ownPool:   own,
+		schema:    o.Schema,
+		listen:    !o.DisableListen,
+		poll:      o.PollInterval,
+		lconfig:   o.ListenConfig,
+		log:       o.Logger.With(slog.String("driver", "postgres"), slog.String("schema", o.Schema)),
+		q:         newStatements(o.Schema),
+		done:      make(chan struct{}),
+		mode:      o.Mode,
 		retention: o.TopicRetention,
 	}
 	d.doneCtx, d.endDone = context.WithCancel(context.Background())
