@@ -248,7 +248,9 @@ func pgqueComparison(ctx context.Context, cfg config, rep *report) (err error) {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			rs, err := fanoutCmp(ctx, e, k, st)
+			rs, err := stamped(fmt.Sprintf("pgque comparison: %s fan-out to %d", e.sys.Name(), k), func() ([]result, error) {
+				return fanoutCmp(ctx, e, k, st)
+			})
 			if err != nil {
 				err = fmt.Errorf("%s fan-out to %d: %w", e.sys.Name(), k, err)
 			}
@@ -259,7 +261,9 @@ func pgqueComparison(ctx context.Context, cfg config, rep *report) (err error) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		rs, err := drainCmp(ctx, e, st)
+		rs, err := stamped("pgque comparison: "+e.sys.Name()+" drain", func() ([]result, error) {
+			return drainCmp(ctx, e, st)
+		})
 		if err != nil {
 			err = fmt.Errorf("%s drain: %w", e.sys.Name(), err)
 		}
@@ -270,15 +274,19 @@ func pgqueComparison(ctx context.Context, cfg config, rep *report) (err error) {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			r, err := enqueueCaseRun(ctx, pgqueCmpBroker, e.sys, c, st.enqueueDur)
-			record([]result{r}, err)
+			record(stamped("pgque comparison: "+e.sys.Name()+" "+c.label, func() ([]result, error) {
+				r, err := enqueueCaseRun(ctx, pgqueCmpBroker, e.sys, c, st.enqueueDur)
+				return []result{r}, err
+			}))
 		}
 	}
 	for _, e := range entries {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		record(latencyScenario(ctx, pgqueCmpBroker, e.sys, []float64{st.rate}, st.latencyDur, st.latConc))
+		record(stamped("pgque comparison: "+e.sys.Name()+" latency", func() ([]result, error) {
+			return latencyScenario(ctx, pgqueCmpBroker, e.sys, []float64{st.rate}, st.latencyDur, st.latConc)
+		}))
 	}
 	return errors.Join(errs...)
 }
@@ -597,6 +605,10 @@ func pgqueMarkdown(rs []result, notes []string, cfg config) string {
 			if r.Note != "" {
 				c += "*"
 				notes = append(notes, fmt.Sprintf("%s, %s: %s", row, sys, r.Note))
+			}
+			if underLoad(r) {
+				c += loadMark
+				notes = append(notes, loadNote(row+", "+sys, r))
 			}
 			cells = append(cells, c)
 		}

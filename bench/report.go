@@ -23,7 +23,7 @@ func (r *report) markdown(cfg config) string {
 		cfg.mongoBurnN, cfg.mongoRates)
 	b.WriteString("Ratios are Fila's advantage: ×1.50 means Fila is 1.5 times better than that baseline " +
 		"(higher throughput, or lower latency); ×0.70 means Fila reaches 70% of it.\n\n")
-	var notes []string
+	var notes, loaded []string
 	var brokers []string
 	for _, res := range r.results {
 		if !slices.Contains(brokers, res.Broker) {
@@ -81,6 +81,10 @@ func (r *report) markdown(cfg config) string {
 				if res.Note != "" {
 					cell += "*"
 				}
+				if underLoad(res) {
+					cell += loadMark
+					loaded = append(loaded, loadNote(broker+", "+row+", "+sys, res))
+				}
 				if sys != "fila" && hasFila && !fila.Skipped {
 					if ratio, ok := ratioOf(fila, res); ok {
 						cell += fmt.Sprintf(" (×%.2f)", ratio)
@@ -95,6 +99,13 @@ func (r *report) markdown(cfg config) string {
 	if len(notes) > 0 {
 		b.WriteString("Notes (cells marked *):\n\n")
 		for _, n := range notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+		b.WriteString("\n")
+	}
+	if len(loaded) > 0 {
+		b.WriteString("Figures taken under load (cells marked " + loadMark + "): compare them with care, or run again on a quieter machine.\n\n")
+		for _, n := range loaded {
 			fmt.Fprintf(&b, "- %s\n", n)
 		}
 		b.WriteString("\n")

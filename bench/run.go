@@ -152,7 +152,9 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 	}
 	for _, s := range systems {
 		if cfg.wants("enqueue") {
-			record(enqueueScenario(ctx, broker, s, cfg.enqueueDur))
+			record(stamped(broker+" "+s.Name()+" enqueue", func() ([]result, error) {
+				return enqueueScenario(ctx, broker, s, cfg.enqueueDur)
+			}))
 		}
 	}
 	// Burn-down and latency go case by case, every system in turn, so the
@@ -165,14 +167,18 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 				n = max(n, cfg.burnPerSlot*c)
 			}
 			for _, s := range systems {
-				record(burnDownScenario(ctx, broker, s, n, []int{c}, cfg.burnLimit, preloadBatch))
+				record(stamped(fmt.Sprintf("%s %s burn-down c=%d", broker, s.Name(), c), func() ([]result, error) {
+					return burnDownScenario(ctx, broker, s, n, []int{c}, cfg.burnLimit, preloadBatch)
+				}))
 			}
 		}
 	}
 	if cfg.wants("latency") {
 		for _, rate := range rates {
 			for _, s := range systems {
-				record(latencyScenario(ctx, broker, s, []float64{rate}, cfg.latencyDur, cfg.latencyConc))
+				record(stamped(fmt.Sprintf("%s %s latency %.0f/s", broker, s.Name(), rate), func() ([]result, error) {
+					return latencyScenario(ctx, broker, s, []float64{rate}, cfg.latencyDur, cfg.latencyConc)
+				}))
 			}
 		}
 	}
@@ -182,7 +188,9 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 			if broker == "mongo" {
 				rate = min(rate, rates[0])
 			}
-			record(delayScenario(ctx, broker, s, cfg.delay, rate, cfg.latencyDur, cfg.latencyConc))
+			record(stamped(broker+" "+s.Name()+" delay", func() ([]result, error) {
+				return delayScenario(ctx, broker, s, cfg.delay, rate, cfg.latencyDur, cfg.latencyConc)
+			}))
 		}
 	}
 	if cfg.wants("fanout") {

@@ -21,6 +21,10 @@ type result struct {
 	Higher   bool   // higher is better
 	Note     string // e.g. "capped at 20s: 1234 of 5000"
 	Skipped  bool   // the system has no such operation
+	// LoadBefore and LoadAfter are the 1-minute load average when the
+	// run that measured this began and ended (see stamped); 0 when not
+	// recorded, -1 when unknown.
+	LoadBefore, LoadAfter float64
 }
 
 // enqueueCase is one shape of the enqueue scenario.
