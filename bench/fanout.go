@@ -141,6 +141,9 @@ type fanoutPublish struct {
 	Broker, System, Case string
 	Publish              []fanoutPoint
 	Unsupported          string // why the system has no topics; nothing was measured
+	// Load is the load average around the system's fan-out run (see
+	// stamped).
+	Load result
 }
 
 // fanoutPoint is the publish rate with Subs subscriptions (published
@@ -178,6 +181,7 @@ type fanoutDrain struct {
 	ApartTotal, TogetherTotal float64 // Subs×N over the drain time
 	Notes                     []string
 	Unsupported               string
+	Load                      result // the load average around the run, as in fanoutPublish
 }
 
 // fanoutScenario measures publish throughput and the drain of
@@ -454,7 +458,14 @@ func fanoutMarkdown(pubs []fanoutPublish, drains []fanoutDrain, cfg config) stri
 			fmt.Fprintf(&b, "| %s | %s | %s | unsupported |%s\n", p.Broker, p.System, p.Case, strings.Repeat(" |", len(cfg.fanoutSubs)-1))
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |", p.Broker, p.System, p.Case)
+		sys := p.System
+		if underLoad(p.Load) {
+			sys += loadMark
+			if p.Case == fanoutCases[0].label {
+				notes = append(notes, loadNote(p.Broker+" "+p.System+" fan-out", p.Load))
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |", p.Broker, sys, p.Case)
 		for _, k := range cfg.fanoutSubs {
 			pt, ok := p.at(k)
 			if !ok {
@@ -485,7 +496,11 @@ func fanoutMarkdown(pubs []fanoutPublish, drains []fanoutDrain, cfg config) stri
 				fmt.Fprintf(&b, "| %s | %s | | | | unsupported | | | | |\n", d.Broker, d.System)
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", d.Broker, d.System, d.N, d.Subs, d.Conc,
+			sys := d.System
+			if underLoad(d.Load) {
+				sys += loadMark
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", d.Broker, sys, d.N, d.Subs, d.Conc,
 				formatValue(d.Single, "msg/s"), spread(d.Apart, d.Single), withRatio(d.ApartTotal, d.Single),
 				spread(d.Together, d.Single), withRatio(d.TogetherTotal, d.Single))
 			lo, hi := min(d.SingleRuns[0], d.SingleRuns[1]), max(d.SingleRuns[0], d.SingleRuns[1])

@@ -15,17 +15,26 @@ import (
 // loadMark is appended to the cell of a figure taken under load.
 const loadMark = "†"
 
-// stamped runs f, records the load average before and after it in every
-// result, and logs both with label.
+// stamped runs f and records the load average before and after it in
+// every result (see loadAround).
 func stamped(label string, f func() ([]result, error)) ([]result, error) {
-	before := loadAvg1()
-	rs, err := f()
-	after := loadAvg1()
+	var rs []result
+	var err error
+	load := loadAround(label, func() { rs, err = f() })
 	for i := range rs {
-		rs[i].LoadBefore, rs[i].LoadAfter = before, after
+		rs[i].LoadBefore, rs[i].LoadAfter = load.LoadBefore, load.LoadAfter
 	}
-	logf("%s: load average %s before, %s after (%d CPUs)", label, fmtLoad(before), fmtLoad(after), runtime.NumCPU())
 	return rs, err
+}
+
+// loadAround runs f, logs the load average before and after it with
+// label, and returns the two in a result's load fields.
+func loadAround(label string, f func()) result {
+	before := loadAvg1()
+	f()
+	after := loadAvg1()
+	logf("%s: load average %s before, %s after (%d CPUs)", label, fmtLoad(before), fmtLoad(after), runtime.NumCPU())
+	return result{LoadBefore: before, LoadAfter: after}
 }
 
 // underLoad reports whether r was taken while the load average exceeded

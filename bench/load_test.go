@@ -44,3 +44,23 @@ func TestLoadMarks(t *testing.T) {
 		t.Errorf("a quiet PgQue-comparison figure is marked:\n%s", md)
 	}
 }
+
+// TestFanoutLoadMarks: the fan-out tables mark a system whose run was
+// taken under load.
+func TestFanoutLoadMarks(t *testing.T) {
+	cfg, err := parseFlags([]string{"--fanout-subs", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := result{LoadBefore: float64(runtime.NumCPU()) + 1, LoadAfter: 0.5}
+	pubs := []fanoutPublish{
+		{Broker: "redis", System: "fila", Case: fanoutCases[0].label, Publish: []fanoutPoint{{Subs: 1, Publish: 100, Enqueue: 100}}, Load: busy},
+		{Broker: "redis", System: "raw", Case: fanoutCases[0].label, Publish: []fanoutPoint{{Subs: 1, Publish: 100, Enqueue: 100}}},
+	}
+	md := fanoutMarkdown(pubs, nil, cfg)
+	for _, want := range []string{"| redis | fila† | ", "| redis | raw | ", "- † redis fila fan-out: taken under load"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("fan-out report lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -195,10 +195,21 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 	}
 	if cfg.wants("fanout") {
 		for _, s := range systems {
-			pubs, drains, ferr := fanoutScenario(ctx, broker, s, fanoutSettings{
-				d: cfg.enqueueDur, subs: cfg.fanoutSubs, n: fanN, drainSubs: cfg.fanoutDrainK,
-				conc: cfg.fanoutConc, limit: cfg.burnLimit, batch: preloadBatch,
+			var pubs []fanoutPublish
+			var drains []fanoutDrain
+			var ferr error
+			load := loadAround(broker+" "+s.Name()+" fan-out", func() {
+				pubs, drains, ferr = fanoutScenario(ctx, broker, s, fanoutSettings{
+					d: cfg.enqueueDur, subs: cfg.fanoutSubs, n: fanN, drainSubs: cfg.fanoutDrainK,
+					conc: cfg.fanoutConc, limit: cfg.burnLimit, batch: preloadBatch,
+				})
 			})
+			for i := range pubs {
+				pubs[i].Load = load
+			}
+			for i := range drains {
+				drains[i].Load = load
+			}
 			rep.fanPub = append(rep.fanPub, pubs...)
 			rep.fanDrain = append(rep.fanDrain, drains...)
 			if ferr != nil {
