@@ -181,13 +181,14 @@ func TestParseFlags(t *testing.T) {
 func TestSustainedMarkdown(t *testing.T) {
 	run := sustainedRun{System: "fila-log", Phase: "idle REPEATABLE READ transaction open", Tables: "s: log_dead, log_messages_0",
 		Samples: []sample{
-			{At: 10 * time.Second, Throughput: 500, Backlog: 3, P95ms: 4, DeadTup: 100, SizeBytes: 1 << 20},
+			{At: 10 * time.Second, Throughput: 500, Backlog: 3, P95ms: 4, DeadTup: 100, SizeBytes: 1 << 20, Load: 99},
 			{At: 20 * time.Second, Throughput: 499, Backlog: 5, P95ms: 9, DeadTup: 300, SizeBytes: 3 << 20},
 			{At: 30 * time.Second, Throughput: 501, Backlog: 2, P95ms: 6, DeadTup: 200, SizeBytes: 2 << 20},
 		}}
 	md := sustainedMarkdown([]sustainedRun{run}, 500, 30*time.Second)
 	for _, want := range []string{"Tables summed: s: log_dead, log_messages_0.", "max dead tuples 300 (at 20s)",
-		"1.0 MiB at 10s → 2.0 MiB at 30s", "throughput mean 500 msg/s", ": held;", "p95 per sample 4.0–9.0 ms"} {
+		"1.0 MiB at 10s → 2.0 MiB at 30s", "throughput mean 500 msg/s", ": held;", "p95 per sample 4.0–9.0 ms",
+		"| 10s | 500 | 3 | 4.0 | 100 | 1.0 MiB | 99.00† |", "| 20s | 499 | 5 | 9.0 | 300 | 3.0 MiB | 0.00 |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("sustained report lacks %q:\n%s", want, md)
 		}

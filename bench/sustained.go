@@ -17,6 +17,7 @@ type sample struct {
 	P95ms      float64 // p95 enqueue-to-start in the interval
 	DeadTup    int64   // n_dead_tup summed over the system's tables
 	SizeBytes  int64   // pg_total_relation_size summed over the system's tables
+	Load       float64 // the machine's 1-minute load average at the sample (-1 unknown, 0 not read)
 }
 
 // sustainedRun is the samples of one system in one phase.
@@ -224,6 +225,7 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgSustained, rate float64,
 			Throughput: float64(done-lastDone) / now.Sub(lastT).Seconds(),
 			Backlog:    prod.sent.Load() - done,
 			P95ms:      p95,
+			Load:       loadAvg1(),
 		}
 		var names string
 		_ = env.pool.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup), 0)::bigint,
@@ -292,16 +294,21 @@ func sustainedSummary(r sustainedRun, rate float64) string {
 func sustainedMarkdown(runs []sustainedRun, rate float64, d time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### PostgreSQL sustained: %.0f msg/s offered for %v per phase\n\n", rate, d)
-	b.WriteString("Dead tuples (n_dead_tup) and size (pg_total_relation_size: heap, indexes, TOAST) are summed over every table of the system, listed under each run.\n\n")
+	b.WriteString("Dead tuples (n_dead_tup) and size (pg_total_relation_size: heap, indexes, TOAST) are summed over every table of the system, listed under each run. " +
+		"Load is the machine's 1-minute load average at the sample, marked " + loadMark + " above the number of CPUs.\n\n")
 	for _, r := range runs {
 		fmt.Fprintf(&b, "**%s**, %s", r.System, r.Phase)
 		if r.Note != "" {
 			fmt.Fprintf(&b, " (%s)", r.Note)
 		}
 		fmt.Fprintf(&b, "\n\nTables summed: %s.\n\nSummary: %s.\n", r.Tables, sustainedSummary(r, rate))
-		b.WriteString("\n| t | throughput msg/s | backlog | p95 ms | n_dead_tup (sum) | size (sum) |\n|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("\n| t | throughput msg/s | backlog | p95 ms | n_dead_tup (sum) | size (sum) | load |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range r.Samples {
-			fmt.Fprintf(&b, "| %v | %.0f | %d | %.1f | %d | %s |\n", s.At, s.Throughput, s.Backlog, s.P95ms, s.DeadTup, humanBytes(s.SizeBytes))
+			load := fmtLoad(s.Load)
+			if underLoad(result{LoadBefore: s.Load}) {
+				load += loadMark
+			}
+			fmt.Fprintf(&b, "| %v | %.0f | %d | %.1f | %d | %s | %s |\n", s.At, s.Throughput, s.Backlog, s.P95ms, s.DeadTup, humanBytes(s.SizeBytes), load)
 		}
 		b.WriteString("\n")
 	}
