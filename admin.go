@@ -247,7 +247,10 @@ type QueueDeleteParams struct {
 // leased messages, dead letters, dedup keys and the broker's structures for
 // it. Deliveries leased from it get ErrLeaseLost when settled. Deleting a
 // queue that holds nothing is not an error, and the queue can be used again
-// at once. Drivers without the capability return ErrUnsupported.
+// at once. A queue subscribed to topics stays subscribed (TopicUnsubscribe
+// ends a subscription), except on RabbitMQ, where the subscription is the
+// queue's binding and goes with it. Drivers without the capability return
+// ErrUnsupported.
 func (c *Client) QueueDelete(ctx context.Context, queue string, p QueueDeleteParams) error {
 	qd, ok := c.drv.(backend.QueueDeleter)
 	if !ok {

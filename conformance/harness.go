@@ -77,6 +77,10 @@ const (
 	// that does not implement backend.TopicRewinder, or whose topics the
 	// portable layer keeps, skips the test without declaring anything.
 	FeatureTopicRewind Feature = "topic-rewind"
+	// FeatureTopicQueueDelete: QueueDelete of a subscription's queue
+	// deletes its copies and keeps the subscription, so later publishes
+	// reach the queue again.
+	FeatureTopicQueueDelete Feature = "topic-queue-delete"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
@@ -84,7 +88,7 @@ var AllFeatures = []Feature{
 	FeatureDedup, FeatureDeadLetters, FeatureStats, FeatureOldestReady, FeatureDeadByKind,
 	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
 	FeatureQueueList, FeatureQueueDelete, FeatureBulkLimits, FeatureMarks, FeatureMarkList,
-	FeatureTopics, FeatureTopicList, FeatureTopicDelayCounts, FeatureTopicRewind,
+	FeatureTopics, FeatureTopicList, FeatureTopicDelayCounts, FeatureTopicRewind, FeatureTopicQueueDelete,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.

@@ -101,6 +101,7 @@ func Run(t *testing.T, h Harness) {
 		{"TopicCopyDelayed", s.testTopicCopyDelayed},
 		{"TopicCopyDedup", s.testTopicCopyDedup},
 		{"TopicCopyControl", s.testTopicCopyControl},
+		{"TopicCopyQueueDelete", s.testTopicCopyQueueDelete},
 		{"TopicRewind", s.testTopicRewind},
 		{"AckReceive", s.testAckReceive},
 	}

@@ -330,3 +330,40 @@ func (s *suite) testTopicCopyControl(t *testing.T) {
 		}
 	}
 }
+
+// testTopicCopyQueueDelete: deleting a subscription's queue deletes its
+// copies and nothing else: the subscription stays, so a later publish
+// reaches it, and the topic's other subscriptions keep theirs (contract:
+// queue deletion, fan-out).
+func (s *suite) testTopicCopyQueueDelete(t *testing.T) {
+	s.need(t, FeatureTopics)
+	s.need(t, FeatureQueueDelete)
+	s.need(t, FeatureTopicQueueDelete)
+	c := s.client(t)
+	topic := s.topic(t)
+	subs := s.subscribe(t, c, topic, 2)
+	a, b := subs[0], subs[1]
+	ctx := ctxTimeout(t, 60*time.Second)
+	first := publish(t, c, topic, 2, fila.Message{Kind: "copy.before-delete"})
+	if err := c.QueueDelete(ctx, a, fila.QueueDeleteParams{Force: true}); err != nil {
+		t.Fatalf("QueueDelete(%s): %v", a, err)
+	}
+	if s.has(FeatureTopicList) {
+		got, err := c.TopicSubscriptions(ctx, topic)
+		if err != nil || !slices.Contains(got, a) {
+			t.Errorf("TopicSubscriptions after deleting %s's queue = %v, %v; want it still listed", a, got, err)
+		}
+	}
+	second := publish(t, c, topic, -1, fila.Message{Kind: "copy.after-delete"})
+	got := drain(t, c, a, 1, 30*time.Second)
+	if got[fila.CopyID(second[0], a)] == nil {
+		t.Errorf("subscription %s after its queue was deleted received %v, want the copy of the later publish", a, slices.Sorted(maps.Keys(got)))
+	}
+	s.expectNone(t, c, a, time.Second, "a subscription whose queue was deleted, after the later publish's copy")
+	got = drain(t, c, b, 2, 30*time.Second)
+	for _, id := range []string{first[0], second[0]} {
+		if got[fila.CopyID(id, b)] == nil {
+			t.Errorf("the other subscription lacks the copy of %s", id)
+		}
+	}
+}

@@ -38,6 +38,7 @@ func runConformance(t *testing.T, raw string) {
 			conformance.FeatureMarkList:         "a mark is a queue, and AMQP 0-9-1 has no way to list queues (the driver does not use the management plugin)",
 			conformance.FeatureTopicList:        "a subscription is a binding to the topic's exchange, and AMQP 0-9-1 has no way to list bindings (the driver does not use the management plugin)",
 			conformance.FeatureTopicDelayCounts: "a delayed topic copy waits in the subscription's main queue, counted as ready, until the subscription's consumer moves it to its delay queue",
+			conformance.FeatureTopicQueueDelete: "a subscription is a binding of the queue, which RabbitMQ deletes with the queue: subscribe again after QueueDelete",
 		},
 		RedeliveryBound: 3 * time.Second,
 		WakeupBound:     time.Second,

@@ -231,6 +231,10 @@
 //   - exact stats of delayed topic copies (FeatureTopicDelayCounts): a
 //     delayed copy counts as Ready until a Receive of its subscription
 //     moves it to a delay queue (see Topics).
+//   - a subscription surviving QueueDelete (FeatureTopicQueueDelete): the
+//     subscription is the queue's binding, which RabbitMQ deletes with the
+//     queue, so QueueDelete of a subscription's queue ends the
+//     subscription too; subscribe it again. Elsewhere it stays.
 //
 // # Errors
 //
