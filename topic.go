@@ -22,13 +22,14 @@ import (
 // Drivers that implement backend.Topics keep subscriptions and make the
 // copies in the broker (RabbitMQ: a fanout exchange bound to the
 // subscriptions' queues, one publish; PostgreSQL's log mode: one row per
-// event, read by a cursor per subscription). For the others the portable layer
-// keeps subscriptions as marks of the topic and stores the copies with one
-// backend.MultiEnqueuer call, all or none (PostgreSQL: one transaction),
-// or else with one Enqueue per subscription, concurrently: a publish that
-// fails part way has then stored the copies of some subscriptions and not
-// others, and publishing again may give the first ones a second copy (at
-// least once).
+// event, read by a cursor per subscription; Redis: one entry per event in
+// the topic's stream, copied into each subscription as it is read). For
+// the others the portable layer keeps subscriptions as marks of the topic
+// and stores the copies with one backend.MultiEnqueuer call, all or none
+// (PostgreSQL: one transaction), or else with one Enqueue per
+// subscription, concurrently: a publish that fails part way has then
+// stored the copies of some subscriptions and not others, and publishing
+// again may give the first ones a second copy (at least once).
 
 // topicMarkQueue prefixes the name under which the portable layer keeps a
 // topic's subscriptions as marks, and topicSubMark the name of each mark.

@@ -149,6 +149,35 @@
 //   - MarkList reads all of a queue's live marks, so message cancel costs
 //     grow with them.
 //
+// # Topics
+//
+// A topic is one stream, its log: Publish appends each message once,
+// whatever the number of subscriptions (none: nothing is stored), with
+// fila_wait_replicas applying as to an enqueue. Each subscription queue
+// keeps a cursor on the log, and its Receives copy what lies past the
+// cursor into the queue as they need it (up to the receive's Max per
+// topic, in the receive's own transaction), with the copy's id
+// (fila.CopyID); from there a copy is an ordinary message of the queue. The
+// log keeps an event until every subscription has copied it, so a
+// subscription nobody reads keeps the events it has not read, once, not a
+// copy per subscription: it shows them as Ready in its QueueStats (with
+// their age), and the driver logs a warning naming it once its oldest
+// unread event is a minute old (at most once a minute per topic). The way
+// out is to consume it, to QueueDelete its queue (the subscription stays
+// and skips what was published before) or to unsubscribe it.
+//
+// A Receive learns which topics its queue subscribes to with each claim, so
+// one blocked since before a subscription made by another client notices it
+// within fila_block. Messages with a dedup key, a delay or a run-at are
+// copied into each subscription when published, as plain enqueues (so a
+// publish that mixes them with others is not atomic across subscriptions).
+// Subscriptions are also written as the marks earlier Fila versions kept
+// (queue fila.topic.<topic>, mark sub/<queue>), so those versions keep
+// copying to them; a subscription such a version made is adopted the first
+// time this one touches its topic. Every step touches one hash slot, so
+// topics work on Redis Cluster. TopicRewind is not supported (the log keeps
+// nothing that every subscription has read).
+//
 // # Recovery
 //
 // If a queue's stream or consumer group vanishes (FLUSHALL, a restart
@@ -164,7 +193,9 @@
 // Redis has no transaction an application can share with the queue, since
 // MULTI cannot hold the enqueue script's reads. Dedup keys, dead-letter
 // management, stats (every column), atomic batches, moving queues, queue
-// listing and deletion, and marks with listing are all there.
+// listing and deletion, marks with listing and topics (a log per topic) are
+// all there; rewinding a subscription (conformance.FeatureTopicRewind) is
+// not.
 //
 // # Errors
 //

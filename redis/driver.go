@@ -30,9 +30,9 @@ const maxAckScript = 1000
 
 // Driver is the Redis driver. It implements backend.Driver and the optional
 // Deduper, DeadLetterer, StatsReader, Pinger, Namer, DelayedReceiver,
-// DeadImporter, QueueLister, QueueDeleter, Marker and MarkLister interfaces. Use it
-// through fila.Open("redis://…"), or build it with New over a go-redis client
-// and wrap it with fila.New (see ExampleNew).
+// DeadImporter, QueueLister, QueueDeleter, Marker, MarkLister and Topics
+// interfaces. Use it through fila.Open("redis://…"), or build it with New
+// over a go-redis client and wrap it with fila.New (see ExampleNew).
 type Driver struct {
 	c goredis.UniversalClient
 	o Options
@@ -51,6 +51,10 @@ type Driver struct {
 	// share (see watch).
 	watches map[string]*streamWatch
 	closed  bool
+
+	qtopics   map[string]*queueTopics // per queue, its subscriptions as last seen (topics.go)
+	lagWarned map[string]time.Time    // per topic, the last lag warning
+	adopted   sync.Map                // topics whose earlier-version subscriptions were adopted
 }
 
 // New returns a driver over a go-redis client the caller owns (a *Client,
@@ -77,7 +81,8 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, o Options, p
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("fila/redis: random token base: %w", err)
 	}
-	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}, watches: map[string]*streamWatch{}}
+	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}, watches: map[string]*streamWatch{},
+		qtopics: map[string]*queueTopics{}, lagWarned: map[string]time.Time{}}
 	registerLog(d)
 	if ping {
 		if err := d.pingWithin(ctx); err != nil {
@@ -257,7 +262,7 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 		}
 		args[at] = n
 	}
-	v, err := d.runDurable(ctx, scriptEnqueue, k, args...).Slice()
+	v, err := d.runDurable(ctx, scriptEnqueue, k.list(), args...).Slice()
 	if err != nil {
 		return nil, d.fail(ctx, err)
 	}
@@ -335,9 +340,11 @@ func claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // Receive claims with the fast path (see fastrecv.go) while no lease is
 // known to have expired, else with the claim script (promote due delayed
-// messages, take over expired leases, read new entries); when it finds
-// nothing it waits on the stream with XREAD BLOCK until a new entry arrives,
-// the next known due time comes, or Options.Block passes, then claims again.
+// messages, take over expired leases, read new entries), in both cases
+// after copying what the queue's topics hold for it (topics.go); when it
+// finds nothing it waits on the stream, and on its topics' logs, with XREAD
+// BLOCK until a new entry arrives, the next known due time comes, or
+// Options.Block passes, then claims again.
 // Only the wait ends when ctx does: a claim runs to its end under
 // claimContext, and what it claimed is returned with a nil error even if ctx
 // ended meanwhile.
@@ -351,19 +358,25 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		tc, err := d.topicPull(ctx, queue, k, p.Max)
+		if err != nil {
+			return nil, err
+		}
 		tok := d.token()
-		var (
-			res fastResult
-			err error
-		)
+		var res fastResult
 		fast := p.Max >= d.o.fastMin && !due && d.fastOK(queue)
 		cctx, cancel := claimContext(ctx)
+		pre := claimPre(cctx, tc, nil)
 		if fast {
-			res, err = d.claimFast(cctx, queue, k, p, tok, nil)
+			res, err = d.claimFast(cctx, queue, k, p, tok, pre)
 		} else {
-			res, err = d.claimScript(cctx, queue, k, p, tok, nil)
+			res, err = d.claimScript(cctx, queue, k, p, tok, pre)
 		}
+		again, cerr := tc.finish(cctx, d.c)
 		cancel()
+		if err == nil && cerr != nil {
+			err = d.fail(ctx, cerr)
+		}
 		switch {
 		case err != nil:
 			if cerr := ctx.Err(); cerr != nil {
@@ -376,21 +389,22 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			return nil, err
 		case len(res.ds) > 0 || (res.got && !fast):
 			return res.ds, nil
-		case res.again:
+		case res.again || again:
 			continue
 		}
 		wait := d.o.Block
 		if res.next >= 0 && res.next < wait {
 			wait = res.next
 		}
-		if due, err = d.wait(ctx, k.stream, res.wake, max(wait, time.Millisecond)); err != nil {
+		if due, err = d.waitAny(ctx, append(d.topicWaits(queue), streamAt{k.stream, res.wake}), max(wait, time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}
 }
 
 // claimScript runs the receive script once, after what pre (when not nil)
-// adds to its transaction: AckReceive's ack.
+// adds to its transaction: AckReceive's ack, the copy from the queue's
+// topics (see topics.go).
 func (d *Driver) claimScript(ctx context.Context, queue string, k keys, p backend.ReceiveParams, tok string, pre func(goredis.Pipeliner)) (res fastResult, err error) {
 	keys := k.list()
 	args := []any{group, leaseConsumer(tok), p.Max, ceilMS(p.Lease), defaultPromote, d.sweepMS(), d.o.OrphanIdle.Milliseconds()}
@@ -456,15 +470,20 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 		b := batches[0]
 		pre = func(pipe goredis.Pipeliner) { ack = scriptAck.EvalSha(ctx, pipe, k.list(), b.args...) }
 	}
+	tc, err := d.topicPull(ctx, queue, k, p.Max)
+	if err != nil {
+		return nil, nil, err
+	}
+	pre = claimPre(ctx, tc, pre)
 	tok := d.token()
-	var (
-		res fastResult
-		err error
-	)
+	var res fastResult
 	if p.Max >= d.o.fastMin && d.fastOK(queue) {
 		res, err = d.claimFast(ctx, queue, k, p, tok, pre)
 	} else {
 		res, err = d.claimScript(ctx, queue, k, p, tok, pre)
+	}
+	if _, cerr := tc.finish(ctx, d.c); err == nil && cerr != nil {
+		err = d.fail(ctx, cerr)
 	}
 	if ack != nil {
 		if e := ack.Err(); e != nil && strings.HasPrefix(e.Error(), "NOSCRIPT") {
@@ -501,23 +520,58 @@ func (d *Driver) sweepMS() int64 {
 // driver waiting on one stream share a watch (see watch), so a series of
 // short waits does not pile up blocked reads.
 func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration) (due bool, err error) {
-	w := d.watch(ctx, stream, id)
+	return d.waitAny(ctx, []streamAt{{stream, id}}, wait)
+}
+
+// streamAt is a stream to watch for entries after id.
+type streamAt struct{ stream, id string }
+
+// waitAny is wait on several streams (a queue's and its topics' logs): it
+// ends when any of them has an entry after its id.
+func (d *Driver) waitAny(ctx context.Context, streams []streamAt, wait time.Duration) (due bool, err error) {
 	var timer <-chan time.Time
 	if wait < d.o.Block {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		timer = t.C
 	}
+	ws := make([]*streamWatch, len(streams))
+	for i, s := range streams {
+		ws[i] = d.watch(ctx, s.stream, s.id)
+	}
+	done := ws[0].done
+	if len(ws) > 1 {
+		woke := make(chan struct{})
+		stop := make(chan struct{})
+		defer close(stop)
+		var once sync.Once
+		for _, w := range ws {
+			go func() {
+				select {
+				case <-w.done:
+					once.Do(func() { close(woke) })
+				case <-stop:
+				}
+			}()
+		}
+		done = woke
+	}
 	select {
 	case <-ctx.Done():
 		return false, ctx.Err()
 	case <-timer:
 		return true, nil
-	case <-w.done:
-		if w.err == nil || errors.Is(w.err, goredis.Nil) {
-			return false, nil
+	case <-done:
+		for _, w := range ws {
+			select {
+			case <-w.done:
+				if w.err != nil && !errors.Is(w.err, goredis.Nil) {
+					return false, d.fail(ctx, w.err)
+				}
+			default:
+			}
 		}
-		return false, d.fail(ctx, w.err)
+		return false, nil
 	}
 }
 

@@ -45,3 +45,16 @@ func (d *Driver) Watch(stream string) any {
 	}
 	return nil
 }
+
+// TopicLogKey is the key of a topic's log.
+func TopicLogKey(prefix, topic string) string {
+	return (&Driver{o: Options{Prefix: prefix}}).topicKeys(topic).log
+}
+
+// SetLagWarnAge sets the age of a topic's oldest event past which the
+// driver warns that a subscription lags, until the test ends.
+func SetLagWarnAge(d time.Duration) (restore func()) {
+	old := lagWarnAge
+	lagWarnAge = d
+	return func() { lagWarnAge = old }
+}

@@ -55,7 +55,7 @@ type fastResult struct {
 }
 
 // claimFast runs the fast receive transaction, after what pre (when not
-// nil) adds to it: AckReceive's ack.
+// nil) adds to it: AckReceive's ack, the copy from the queue's topics.
 func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.ReceiveParams, tok string, pre func(goredis.Pipeliner)) (res fastResult, err error) {
 	keys := k.list()
 	consumer := leaseConsumer(tok)

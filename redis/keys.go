@@ -17,6 +17,7 @@ type keys struct {
 	dedupIDs string // hash: stream id -> "message id\ndedup key" for each entry holding a dedup key
 	moved    string // set: lease consumers that lost an entry to another consumer (see the ack script)
 	marks    string // sorted set: mark name -> expiry (Unix ms, +inf for none); see marks.go
+	topics   string // hash: topic -> cursor on its log, "n:<topic>" -> log entries counted up to it; see topics.go
 }
 
 // list returns the keys in the order the scripts expect them (KEYS[1..12]).
@@ -25,7 +26,8 @@ func (k keys) list() []string {
 	return []string{k.stream, k.leases, k.deadline, k.delayed, k.payloads, k.dedup, k.dead, k.deadKind, k.sweep, k.deadIDs, k.dedupIDs, k.moved}
 }
 
-// all returns every key of the queue, for QueueDelete.
+// all returns every key of the queue that QueueDelete deletes: all but
+// topics, as the queue's subscriptions outlive it.
 func (k keys) all() []string { return append(k.list(), k.marks) }
 
 func queueKeys(prefix, queue string) keys {
@@ -44,5 +46,6 @@ func queueKeys(prefix, queue string) keys {
 		dedupIDs: tag + ":dedupsids",
 		moved:    tag + ":moved",
 		marks:    tag + ":marks",
+		topics:   tag + ":topics",
 	}
 }

@@ -98,7 +98,7 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 			args = append(args, fDeadAtt, max(l.Attempts, 0), fDeadReason, l.Reason, fDeadAt, strconv.FormatInt(deadAt.UnixMilli(), 10))
 			args[at] = n + 6
 		}
-		if err := d.runDurable(ctx, scriptDeadImport, k, args...).Err(); err != nil && err != goredis.Nil {
+		if err := d.runDurable(ctx, scriptDeadImport, k.list(), args...).Err(); err != nil && err != goredis.Nil {
 			return d.fail(ctx, err)
 		}
 	}

@@ -18,7 +18,7 @@ var (
 
 // QueueList scans the keyspace (every master of a cluster) for the queues
 // under the driver's prefix that have a stream, delayed messages, early
-// leases or dead letters. A queue whose messages were all acked keeps its
+// leases, dead letters or subscriptions. A queue whose messages were all acked keeps its
 // empty stream, and its consumer group, so it stays listed until
 // QueueDelete.
 func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
@@ -38,7 +38,7 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 				continue // a key of a longer prefix ("<prefix>:…")
 			}
 			switch k[i+2:] {
-			case "stream", "delayed", "leases", "dead":
+			case "stream", "delayed", "leases", "dead", "topics":
 				mu.Lock()
 				seen[k[:i]] = true
 				mu.Unlock()
@@ -65,11 +65,17 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 
 // QueueDelete deletes every key of the queue with one DEL (they share a
 // slot): its stream and consumer group, leases, delayed messages, dedup
-// keys, dead letters and marks. A delivery leased from it is then not pending
+// keys, dead letters and marks. Its subscriptions stay, their cursors moved
+// to the end of their topics' logs: it does not copy what was published
+// before. A delivery leased from it is then not pending
 // anywhere, so settling it returns ErrLeaseLost; the next Enqueue or
 // Receive creates the keys again.
 func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
-	if err := d.c.Del(ctx, d.keys(queue).all()...).Err(); err != nil {
+	k := d.keys(queue)
+	if err := d.skipTopics(ctx, queue, k); err != nil {
+		return err
+	}
+	if err := d.c.Del(ctx, k.all()...).Err(); err != nil {
 		return d.fail(ctx, err)
 	}
 	d.mu.Lock()

@@ -12,20 +12,20 @@ import (
 )
 
 // runDurable runs a script that stores messages (an enqueue, a dead-letter
-// import). With Options.WaitReplicas it runs on the master of the queue's
-// slot in one pipeline with WAIT after it, so WAIT counts the replicas that
-// acknowledged that connection's write; fewer than asked within
-// Options.WaitTimeout makes the result an ErrUnavailable error: the write
-// reached the master, but a failover could lose it. Without the option it
-// is the script's plain Run.
-func (d *Driver) runDurable(ctx context.Context, s *goredis.Script, k keys, args ...any) *goredis.Cmd {
+// import, a publish) over keys ks, all of one slot. With
+// Options.WaitReplicas it runs on the master of that slot in one pipeline
+// with WAIT after it, so WAIT counts the replicas that acknowledged that
+// connection's write; fewer than asked within Options.WaitTimeout makes the
+// result an ErrUnavailable error: the write reached the master, but a
+// failover could lose it. Without the option it is the script's plain Run.
+func (d *Driver) runDurable(ctx context.Context, s *goredis.Script, ks []string, args ...any) *goredis.Cmd {
 	if d.o.WaitReplicas == 0 {
-		return runOnce(ctx, d.c, s, k.list(), args...)
+		return runOnce(ctx, d.c, s, ks, args...)
 	}
 	var node *goredis.Client
 	switch c := d.c.(type) {
 	case *goredis.ClusterClient:
-		n, err := c.MasterForKey(ctx, k.stream)
+		n, err := c.MasterForKey(ctx, ks[0])
 		if err != nil {
 			return errCmd(ctx, err)
 		}
@@ -38,7 +38,7 @@ func (d *Driver) runDurable(ctx context.Context, s *goredis.Script, k keys, args
 	for try := 0; ; try++ {
 		var ev, wait *goredis.Cmd
 		_, _ = node.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			ev = s.EvalSha(ctx, p, k.list(), args...)
+			ev = s.EvalSha(ctx, p, ks, args...)
 			wait = p.Do(ctx, "WAIT", d.o.WaitReplicas, d.o.WaitTimeout.Milliseconds())
 			return nil
 		})

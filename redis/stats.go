@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/fila-go/fila/backend"
 )
 
@@ -13,10 +15,21 @@ import (
 // two sorted sets; dead from the dead-letter stream, per kind from a counter
 // hash kept by the scripts. The oldest ready time is the earliest of the first
 // undelivered entry's id time (its enqueue or promotion time), the first due
-// run-at and the first expired deadline.
+// run-at and the first expired deadline. A subscription queue also counts
+// as ready the events of its topics' logs it has not copied yet (its lag),
+// the oldest of them in the oldest ready time.
 func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
-	v, err := scriptStats.Run(ctx, d.c, d.keys(queue).list(), group).Slice()
+	k := d.keys(queue)
+	var topics *goredis.MapStringStringCmd
+	_, _ = d.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		topics = p.HGetAll(ctx, k.topics)
+		return nil
+	})
+	v, err := scriptStats.Run(ctx, d.c, k.list(), group).Slice()
 	if err != nil {
+		return backend.Stats{}, d.fail(ctx, err)
+	}
+	if err := topics.Err(); err != nil {
 		return backend.Stats{}, d.fail(ctx, err)
 	}
 	if len(v) != 6 {
@@ -25,6 +38,16 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 	s := backend.Stats{Ready: toInt(v[0]), Delayed: toInt(v[1]), Leased: toInt(v[2]), Dead: toInt(v[3])}
 	if ms := toInt(v[4]); ms >= 0 {
 		s.OldestReadyAt = msTime(ms)
+	}
+	if h := topics.Val(); len(h) > 0 {
+		n, oldest, err := d.topicLag(ctx, h)
+		if err != nil {
+			return backend.Stats{}, err
+		}
+		s.Ready += n
+		if oldest >= 0 && (s.OldestReadyAt.IsZero() || msTime(oldest).Before(s.OldestReadyAt)) {
+			s.OldestReadyAt = msTime(oldest)
+		}
 	}
 	s.DeadByKind = map[string]int64{}
 	kinds, _ := v[5].([]any)

@@ -71,6 +71,19 @@ local function fget(f, k)
   return nil
 end
 
+-- sid_parse returns the two numbers of stream id s ("<ms>-<seq>").
+local function sid_parse(s)
+  local d = string.find(s, '-', 1, true)
+  return tonumber(string.sub(s, 1, d - 1)), tonumber(string.sub(s, d + 1))
+end
+
+-- sid_after reports whether stream id a comes after stream id b.
+local function sid_after(a, b)
+  local am, as = sid_parse(a)
+  local bm, bs = sid_parse(b)
+  return am > bm or (am == bm and as > bs)
+end
+
 local function rec_make(token, attempt, mid, dedup)
   return token .. '\n' .. attempt .. '\n' .. mid .. '\n' .. dedup
 end

@@ -1,0 +1,14 @@
+-- Topic unsubscribe: ends a subscription and trims the log to what the
+-- others still need; the last one's end deletes the log. Run after
+-- topic_prelude.lua.
+-- KEYS: the topic's log and subscriptions hash.
+--
+-- ARGV: queue. Returns 1.
+
+redis.call('HDEL', KSUBS, ARGV[1], 'n:' .. ARGV[1])
+if redis.call('EXISTS', KSUBS) == 0 then
+  redis.call('DEL', KLOG)
+else
+  trim()
+end
+return 1

@@ -1,0 +1,577 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fila-go/fila/backend"
+)
+
+// Topics (backend.Topics): a topic is one stream, its log, and a publish is
+// one XADD per message whatever the number of subscriptions. Each
+// subscription queue keeps a cursor on the log (in its own "topics" hash,
+// in the queue's slot), and its Receives copy what lies beyond the cursor
+// into the queue's stream as they need it: a read of the log (XRANGE,
+// beside the receive), then the copy script in the claim's own transaction,
+// which moves the cursor and skips what another Receive copied first. From
+// there a copy is a queue entry like any other, with its copy id, its lease,
+// retries and dead letters. The log is trimmed to what the slowest
+// subscription has not copied yet (topic_advance.lua), so events wait once
+// in the log, not once per subscription, until each subscription's
+// consumers ask for them.
+//
+// Every step touches one slot (a script never spans a topic and a queue),
+// so topics work on Redis Cluster too. Messages with a dedup key, a delay
+// or a run-at are still copied into each subscription at publish (the
+// enqueue script holds the keys and the delays), so a publish that mixes
+// them is not atomic across subscriptions.
+
+var (
+	// scriptTopicSubscribe adds a subscription to a topic:
+	// lua/topic_subscribe.lua.
+	scriptTopicSubscribe = script("topic_prelude.lua", "topic_subscribe.lua")
+	// scriptTopicUnsubscribe ends one: lua/topic_unsubscribe.lua.
+	scriptTopicUnsubscribe = script("topic_prelude.lua", "topic_unsubscribe.lua")
+	// scriptTopicPublish appends to a topic's log: lua/topic_publish.lua.
+	scriptTopicPublish = script("topic_prelude.lua", "topic_publish.lua")
+	// scriptTopicAdvance records a subscription's progress and trims the
+	// log: lua/topic_advance.lua.
+	scriptTopicAdvance = script("topic_prelude.lua", "topic_advance.lua")
+	// scriptTopicCopy copies log events into a queue: lua/topic_copy.lua.
+	scriptTopicCopy = script("topic_copy.lua")
+	// scriptTopicSkip moves a queue's cursor to the log's end:
+	// lua/topic_skip.lua.
+	scriptTopicSkip = script("topic_skip.lua")
+)
+
+var _ backend.Topics = (*Driver)(nil)
+
+// Fila versions before the topic log kept a topic's subscriptions as marks
+// of the portable layer: mark "sub/<queue>" of queue "fila.topic.<topic>"
+// (the root package's topicMarkQueue and topicSubMark). The driver still
+// writes them, so such versions keep copying to subscriptions made by this
+// one, and adopts those it finds (adoptLegacy).
+const (
+	legacyTopicQueue = "fila.topic."
+	legacySubMark    = "sub/"
+)
+
+// lagWarnAge is the age of the oldest event of a topic's log past which the
+// driver warns, at most once per lagWarnAge and topic, that its slowest
+// subscription lags. A variable for the tests.
+var lagWarnAge = time.Minute
+
+// topicKeys names a topic's keys. They share the hash tag of the queue of
+// the same name, with suffixes no queue key has.
+type topicKeys struct {
+	log  string // stream: the events published, up to what every subscription copied
+	subs string // hash: queue -> cursor (a lower bound), "n:<queue>" -> entries-added when it subscribed
+}
+
+func (t topicKeys) list() []string { return []string{t.log, t.subs} }
+
+func (d *Driver) topicKeys(topic string) topicKeys {
+	tag := "{" + d.o.Prefix + ":" + topic + "}"
+	return topicKeys{log: tag + ":topic-log", subs: tag + ":topic-subs"}
+}
+
+// queueTopics is what a driver knows of one queue's subscriptions.
+type queueTopics struct {
+	mu   sync.Mutex
+	cur  map[string]string // topic -> the queue's cursor, as last seen
+	told map[string]string // topic -> the cursor last recorded on the topic's side
+}
+
+// topicState returns the driver's record of queue's subscriptions.
+func (d *Driver) topicState(queue string) *queueTopics {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	qt := d.qtopics[queue]
+	if qt == nil {
+		qt = &queueTopics{cur: map[string]string{}, told: map[string]string{}}
+		d.qtopics[queue] = qt
+	}
+	return qt
+}
+
+// setTopics records the queue's topics hash as read from Redis, and
+// reports whether it names a topic the driver did not know.
+func (qt *queueTopics) setTopics(h map[string]string) (added bool) {
+	qt.mu.Lock()
+	defer qt.mu.Unlock()
+	for t := range qt.cur {
+		if _, ok := h[t]; !ok {
+			delete(qt.cur, t)
+			delete(qt.told, t)
+		}
+	}
+	for t, c := range h {
+		if strings.HasPrefix(t, "n:") {
+			continue
+		}
+		old, ok := qt.cur[t]
+		if !ok {
+			added = true
+		}
+		if !ok || sidLess(old, c) {
+			qt.cur[t] = c
+		}
+	}
+	return added
+}
+
+// TopicSubscribe makes queue a subscription of topic: its cursor starts at
+// the log's end. The topic's side is written first, so a publish that
+// starts after this returns appends for it.
+func (d *Driver) TopicSubscribe(ctx context.Context, topic, queue string) error {
+	if err := d.adoptLegacy(ctx, topic); err != nil {
+		return err
+	}
+	return d.subscribe(ctx, topic, queue)
+}
+
+func (d *Driver) subscribe(ctx context.Context, topic, queue string) error {
+	v, err := runOnce(ctx, d.c, scriptTopicSubscribe, d.topicKeys(topic).list(), queue).StringSlice()
+	if err != nil {
+		return d.fail(ctx, err)
+	}
+	if len(v) != 2 {
+		return fmt.Errorf("fila/redis: topic subscribe script returned %d values", len(v))
+	}
+	k := d.keys(queue)
+	if _, err := d.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.HSetNX(ctx, k.topics, topic, v[0])
+		p.HSetNX(ctx, k.topics, "n:"+topic, v[1])
+		return nil
+	}); err != nil {
+		return d.fail(ctx, err)
+	}
+	if _, err := d.MarkSet(ctx, legacyTopicQueue+topic, legacySubMark+queue, time.Time{}, false); err != nil {
+		return err
+	}
+	return nil
+}
+
+// TopicUnsubscribe ends the subscription on the topic's side (publishes
+// stop counting it, the log is trimmed without it), then on the queue's.
+func (d *Driver) TopicUnsubscribe(ctx context.Context, topic, queue string) error {
+	if err := runOnce(ctx, d.c, scriptTopicUnsubscribe, d.topicKeys(topic).list(), queue).Err(); err != nil {
+		return d.fail(ctx, err)
+	}
+	if err := d.c.HDel(ctx, d.keys(queue).topics, topic, "n:"+topic).Err(); err != nil {
+		return d.fail(ctx, err)
+	}
+	if err := d.MarkDelete(ctx, legacyTopicQueue+topic, legacySubMark+queue); err != nil {
+		return err
+	}
+	return nil
+}
+
+// TopicSubscriptions lists the topic's subscriptions hash.
+func (d *Driver) TopicSubscriptions(ctx context.Context, topic string) ([]string, error) {
+	if err := d.adoptLegacy(ctx, topic); err != nil {
+		return nil, err
+	}
+	return d.subscriptions(ctx, topic)
+}
+
+func (d *Driver) subscriptions(ctx context.Context, topic string) ([]string, error) {
+	fs, err := d.c.HKeys(ctx, d.topicKeys(topic).subs).Result()
+	if err != nil {
+		return nil, d.fail(ctx, err)
+	}
+	subs := make([]string, 0, len(fs)/2)
+	for _, f := range fs {
+		if !strings.HasPrefix(f, "n:") {
+			subs = append(subs, f)
+		}
+	}
+	slices.Sort(subs)
+	return subs, nil
+}
+
+// adoptLegacy subscribes natively, once per topic and driver, the
+// subscriptions that an earlier Fila version kept as marks only.
+func (d *Driver) adoptLegacy(ctx context.Context, topic string) error {
+	if _, done := d.adopted.Load(topic); done {
+		return nil
+	}
+	marks, err := d.MarkList(ctx, legacyTopicQueue+topic, legacySubMark)
+	if err != nil {
+		return err
+	}
+	if len(marks) > 0 {
+		have, err := d.subscriptions(ctx, topic)
+		if err != nil {
+			return err
+		}
+		for _, m := range marks {
+			q := strings.TrimPrefix(m, legacySubMark)
+			if !slices.Contains(have, q) {
+				if err := d.subscribe(ctx, topic, q); err != nil {
+					return err
+				}
+				d.o.Logger.Info("fila/redis: adopted a subscription made by an earlier Fila version", slog.String("topic", topic), slog.String("queue", q))
+			}
+		}
+	}
+	d.adopted.Store(topic, true)
+	return nil
+}
+
+// TopicPublish appends the messages due now without a dedup key to the
+// topic's log in one script (nothing when the topic has no subscription),
+// and enqueues a copy of the others into each subscription.
+func (d *Driver) TopicPublish(ctx context.Context, topic string, msgs []backend.Message) (int, error) {
+	if err := d.adoptLegacy(ctx, topic); err != nil {
+		return 0, err
+	}
+	var special []backend.Message
+	args := []any{0}
+	plain := 0
+	for i := range msgs {
+		m := &msgs[i]
+		if m.DedupKey != "" || m.Delay != 0 || !m.RunAt.IsZero() {
+			special = append(special, *m)
+			continue
+		}
+		at := len(args)
+		args = append(args, 0)
+		var n int
+		var err error
+		if args, n, err = appendFields(args, m); err != nil {
+			return 0, err
+		}
+		args[at] = n
+		plain++
+	}
+	subs := 0
+	if plain > 0 {
+		args[0] = plain
+		v, err := d.runDurable(ctx, scriptTopicPublish, d.topicKeys(topic).list(), args...).Slice()
+		if err != nil {
+			return 0, d.fail(ctx, err)
+		}
+		if len(v) != 2 {
+			return 0, fmt.Errorf("fila/redis: topic publish script returned %d values", len(v))
+		}
+		subs = int(toInt(v[0]))
+		d.noteLag(ctx, topic, "", toInt(v[1]))
+	}
+	if len(special) > 0 {
+		qs, err := d.subscriptions(ctx, topic)
+		if err != nil {
+			return 0, err
+		}
+		for _, q := range qs {
+			cp := make([]backend.Message, len(special))
+			for i := range special {
+				cp[i] = special[i]
+				cp[i].ID = backend.CopyID(special[i].ID, q)
+			}
+			if _, err := d.Enqueue(ctx, q, cp); err != nil {
+				return 0, fmt.Errorf("subscription %s: %w", q, err)
+			}
+		}
+		subs = max(subs, len(qs))
+	}
+	return subs, nil
+}
+
+// noteLag warns, at most once per lagWarnAge and topic, when the oldest
+// event the topic's log keeps (oldest, Unix ms) is older than lagWarnAge:
+// its slowest subscription (slow, looked up when empty) has not copied it.
+func (d *Driver) noteLag(ctx context.Context, topic, slow string, oldest int64) {
+	if oldest < 0 {
+		return
+	}
+	age := time.Since(msTime(oldest))
+	if age < lagWarnAge {
+		return
+	}
+	d.mu.Lock()
+	if last, ok := d.lagWarned[topic]; ok && time.Since(last) < lagWarnAge {
+		d.mu.Unlock()
+		return
+	}
+	d.lagWarned[topic] = time.Now()
+	d.mu.Unlock()
+	if slow == "" {
+		h, err := d.c.HGetAll(ctx, d.topicKeys(topic).subs).Result()
+		if err != nil {
+			return
+		}
+		var min string
+		for q, c := range h {
+			if !strings.HasPrefix(q, "n:") && (min == "" || sidLess(c, min)) {
+				slow, min = q, c
+			}
+		}
+	}
+	d.o.Logger.Warn("fila/redis: a subscription lags: the topic's log keeps every event it has not read",
+		slog.String("topic", topic), slog.String("subscription", slow), slog.Duration("oldest_unread", age.Round(time.Second)),
+		slog.String("to_do", "run its consumers; or delete its queue (QueueDelete skips what it has not read); or end it with TopicUnsubscribe"))
+}
+
+// topicCopy is a claim's part in its queue's subscriptions: the copy of
+// what its topics' logs hold beyond its cursors (the copy script's
+// arguments, nil when there is nothing to copy), run before the claim in the
+// claim's transaction, and the read of the queue's topics hash, after it.
+type topicCopy struct {
+	qt     *queueTopics
+	keys   []string // the copy script's keys; the last is the topics hash
+	args   []any
+	cmd    *goredis.Cmd
+	topics *goredis.MapStringStringCmd
+}
+
+// pre adds the copy script and the topics hash read to the claim's
+// transaction.
+func (tc *topicCopy) pre(ctx context.Context, p goredis.Pipeliner) {
+	if tc.args != nil {
+		tc.cmd = scriptTopicCopy.EvalSha(ctx, p, tc.keys, tc.args...)
+	}
+	tc.topics = p.HGetAll(ctx, tc.keys[len(tc.keys)-1])
+}
+
+// finish reads the copy script's reply and the topics hash, and records
+// the cursors; it runs the copy again, alone, when Redis did not have the
+// script cached. It reports whether the claim should be made again: the
+// copy ran after it, or the hash named a topic the claim did not copy from.
+func (tc *topicCopy) finish(ctx context.Context, c goredis.UniversalClient) (again bool, err error) {
+	if tc.cmd != nil {
+		if e := tc.cmd.Err(); e != nil && strings.HasPrefix(e.Error(), "NOSCRIPT") {
+			tc.cmd = runOnce(ctx, c, scriptTopicCopy, tc.keys, tc.args...)
+			again = true
+		}
+		v, err := tc.cmd.StringSlice()
+		if err != nil {
+			return false, err
+		}
+		tc.qt.mu.Lock()
+		for i := 0; i+1 < len(v); i += 2 {
+			t, cur := v[i], v[i+1]
+			if cur == "" {
+				delete(tc.qt.cur, t)
+				delete(tc.qt.told, t)
+			} else if old, ok := tc.qt.cur[t]; !ok || sidLess(old, cur) {
+				tc.qt.cur[t] = cur
+			}
+		}
+		tc.qt.mu.Unlock()
+	}
+	if tc.topics == nil {
+		return again, nil
+	}
+	h, err := tc.topics.Result()
+	if err != nil {
+		return again, err
+	}
+	if tc.qt.setTopics(h) {
+		again = true
+	}
+	return again, nil
+}
+
+// claimPre returns the function that adds what pre adds (when not nil),
+// then tc's part, to a claim's transaction.
+func claimPre(ctx context.Context, tc *topicCopy, pre func(goredis.Pipeliner)) func(goredis.Pipeliner) {
+	return func(p goredis.Pipeliner) {
+		if pre != nil {
+			pre(p)
+		}
+		tc.pre(ctx, p)
+	}
+}
+
+// topicPull prepares a claim's part in queue's subscriptions: when the
+// driver knows of any, one pipeline reads their logs beyond the queue's
+// cursors (up to max events each) and records those cursors on the
+// topics' side (which trims the logs).
+func (d *Driver) topicPull(ctx context.Context, queue string, k keys, max int) (*topicCopy, error) {
+	qt := d.topicState(queue)
+	tc := &topicCopy{qt: qt, keys: append(k.list(), k.topics)}
+	qt.mu.Lock()
+	cur := make(map[string]string, len(qt.cur))
+	var tell []string
+	for t, c := range qt.cur {
+		cur[t] = c
+		if qt.told[t] != c {
+			tell = append(tell, t)
+		}
+	}
+	qt.mu.Unlock()
+	if len(cur) == 0 {
+		return tc, nil
+	}
+	type read struct {
+		topic string
+		cmd   *goredis.XMessageSliceCmd
+	}
+	type tellCmd struct {
+		topic, cur string
+		cmd        *goredis.Cmd
+	}
+	var (
+		reads []read
+		tells []tellCmd
+	)
+	_, err := d.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for t, c := range cur {
+			reads = append(reads, read{t, p.XRangeN(ctx, d.topicKeys(t).log, "("+c, "+", int64(max))})
+		}
+		for _, t := range tell {
+			tells = append(tells, tellCmd{t, cur[t], scriptTopicAdvance.EvalSha(ctx, p, d.topicKeys(t).list(), queue, cur[t])})
+		}
+		return nil
+	})
+	if err != nil && !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		return nil, d.fail(ctx, err)
+	}
+	for _, tl := range tells {
+		cmd := tl.cmd
+		if e := cmd.Err(); e != nil && strings.HasPrefix(e.Error(), "NOSCRIPT") {
+			cmd = runOnce(ctx, d.c, scriptTopicAdvance, d.topicKeys(tl.topic).list(), queue, tl.cur)
+		}
+		v, err := cmd.Slice()
+		if err != nil || len(v) != 3 {
+			continue // told again next time
+		}
+		qt.mu.Lock()
+		qt.told[tl.topic] = tl.cur
+		qt.mu.Unlock()
+		d.noteLag(ctx, tl.topic, str(v[0]), toInt(v[2]))
+	}
+	args := []any{group, 0}
+	n := 0
+	for _, r := range reads {
+		es := r.cmd.Val()
+		if len(es) == 0 {
+			continue
+		}
+		n++
+		args = append(args, r.topic, len(es))
+		for _, e := range es {
+			args = append(args, e.ID, 0)
+			at := len(args) - 1
+			args = appendCopyFields(args, e.Values, queue)
+			args[at] = len(args) - at - 1
+		}
+	}
+	if n > 0 {
+		args[1] = n
+		tc.args = args
+	}
+	return tc, nil
+}
+
+// appendCopyFields appends the fields of a log event's copy in queue: the
+// event's, with the copy's id (backend.CopyID), the id first.
+func appendCopyFields(args []any, vals map[string]any, queue string) []any {
+	id, _ := vals[fID].(string)
+	args = append(args, fID, backend.CopyID(id, queue))
+	rest := make([]string, 0, len(vals))
+	for f := range vals {
+		if f != fID {
+			rest = append(rest, f)
+		}
+	}
+	slices.Sort(rest)
+	for _, f := range rest {
+		args = append(args, f, vals[f])
+	}
+	return args
+}
+
+// topicWaits returns the logs of queue's topics to watch, each from the
+// queue's cursor, as its last claim saw them.
+func (d *Driver) topicWaits(queue string) []streamAt {
+	qt := d.topicState(queue)
+	qt.mu.Lock()
+	defer qt.mu.Unlock()
+	out := make([]streamAt, 0, len(qt.cur))
+	for t, c := range qt.cur {
+		out = append(out, streamAt{stream: d.topicKeys(t).log, id: c})
+	}
+	return out
+}
+
+// topicLag returns, for queue's stats, how many events its topics' logs
+// hold that it has not copied and the id time of the oldest of them (Unix
+// ms, or -1).
+func (d *Driver) topicLag(ctx context.Context, h map[string]string) (n int64, oldest int64, err error) {
+	type lag struct {
+		base  string
+		info  *goredis.XInfoStreamCmd
+		first *goredis.XMessageSliceCmd
+	}
+	var ls []lag
+	_, err = d.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for t, c := range h {
+			if strings.HasPrefix(t, "n:") {
+				continue
+			}
+			tk := d.topicKeys(t)
+			ls = append(ls, lag{base: h["n:"+t], info: p.XInfoStream(ctx, tk.log), first: p.XRangeN(ctx, tk.log, "("+c, "+", 1)})
+		}
+		return nil
+	})
+	oldest = -1
+	if err != nil && err != goredis.Nil && !strings.Contains(err.Error(), "no such key") {
+		return 0, -1, d.fail(ctx, err)
+	}
+	for _, l := range ls {
+		info, err := l.info.Result()
+		if err != nil {
+			continue // no log yet
+		}
+		var base int64
+		fmt.Sscan(l.base, &base)
+		if m := info.EntriesAdded - base; m > 0 {
+			n += m
+		}
+		if es := l.first.Val(); len(es) > 0 {
+			if ms, _, ok := parseSID(es[0].ID); ok && (oldest < 0 || int64(ms) < oldest) {
+				oldest = int64(ms)
+			}
+		}
+	}
+	return n, oldest, nil
+}
+
+// skipTopics moves each of queue's cursors to its topic log's end
+// (QueueDelete): what was published before is not copied, and the log is
+// trimmed without it.
+func (d *Driver) skipTopics(ctx context.Context, queue string, k keys) error {
+	h, err := d.c.HGetAll(ctx, k.topics).Result()
+	if err != nil {
+		return d.fail(ctx, err)
+	}
+	for t := range h {
+		if strings.HasPrefix(t, "n:") {
+			continue
+		}
+		info, err := d.c.XInfoStream(ctx, d.topicKeys(t).log).Result()
+		if err != nil {
+			if strings.Contains(err.Error(), "no such key") {
+				continue
+			}
+			return d.fail(ctx, err)
+		}
+		if err := runOnce(ctx, d.c, scriptTopicSkip, []string{k.topics}, t, info.LastGeneratedID, info.EntriesAdded).Err(); err != nil {
+			return d.fail(ctx, err)
+		}
+		// the log need not keep what the queue skipped
+		if err := runOnce(ctx, d.c, scriptTopicAdvance, d.topicKeys(t).list(), queue, info.LastGeneratedID).Err(); err != nil {
+			return d.fail(ctx, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,267 @@
+package redis_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
+	"github.com/fila-go/fila/redis"
+)
+
+// receiveIDs receives from queue until it has want messages (acking them),
+// and returns their ids.
+func receiveIDs(t *testing.T, c *fila.Client, queue string, want int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var ids []string
+	for len(ids) < want {
+		ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Max: want - len(ids)})
+		if err != nil {
+			t.Fatalf("Receive(%s) after %d of %d: %v", queue, len(ids), want, err)
+		}
+		for _, d := range ds {
+			ids = append(ids, d.ID)
+			if err := d.Ack(ctx); err != nil {
+				t.Fatalf("Ack: %v", err)
+			}
+		}
+	}
+	return ids
+}
+
+// TestTopicLogPublishesOnce: a publish to a topic with three subscriptions
+// writes each event once, to the topic's log, and nothing to the
+// subscriptions' streams; each subscription then receives every event once,
+// with its copy id, and once all have, the log is trimmed empty.
+func TestTopicLogPublishesOnce(t *testing.T) {
+	bothPaths(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		c := e.client(t, redis.Options{})
+		subs := []string{"a", "b", "c"}
+		for _, q := range subs {
+			if err := c.TopicSubscribe(ctx, "news", q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		msgs := make([]fila.Message, 10)
+		for i := range msgs {
+			msgs[i] = fila.Message{Kind: "event", Body: []byte{byte(i)}}
+		}
+		res, err := c.PublishBatch(ctx, "news", msgs)
+		if err != nil || res.Subscriptions != 3 {
+			t.Fatalf("PublishBatch = %+v, %v; want 3 subscriptions", res, err)
+		}
+		log := redis.TopicLogKey(e.prefix, "news")
+		if n := e.raw.XLen(ctx, log).Val(); n != 10 {
+			t.Errorf("topic log holds %d entries after publishing 10; want 10", n)
+		}
+		for _, q := range subs {
+			stream := redis.QueueKeys(e.prefix, q)[redis.KeyStream]
+			if n := e.raw.XLen(ctx, stream).Val(); n != 0 {
+				t.Errorf("queue %s's stream holds %d entries after the publish; want none (copied when read)", q, n)
+			}
+		}
+		for _, q := range subs {
+			got := receiveIDs(t, c, q, 10)
+			var want []string
+			for _, id := range res.IDs {
+				want = append(want, fila.CopyID(id, q))
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s received %v; want the copies %v", q, got, want)
+			}
+			st, err := c.QueueStats(ctx, q)
+			if err != nil || st.Ready != 0 {
+				t.Errorf("QueueStats(%s) after receiving everything = %+v, %v; want nothing ready", q, st, err)
+			}
+		}
+		// The subscriptions record their progress on their next pull.
+		for _, q := range subs {
+			rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			_, _ = c.Receive(rctx, q, fila.ReceiveParams{Max: 1})
+			cancel()
+		}
+		if n := e.raw.XLen(ctx, log).Val(); n != 0 {
+			t.Errorf("topic log holds %d entries after every subscription read them; want it trimmed to none", n)
+		}
+	})
+}
+
+// TestTopicLogStalledSubscription: a subscription that reads nothing keeps
+// the log's events (once), counts them as ready in its stats with their age,
+// and is named in a warning once they are older than the lag age; deleting
+// its queue skips them, and the log is then trimmed.
+func TestTopicLogStalledSubscription(t *testing.T) {
+	defer redis.SetLagWarnAge(200 * time.Millisecond)()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	rec := testenv.NewLogRecorder()
+	c := e.client(t, redis.Options{Logger: rec.Logger()})
+	for _, q := range []string{"live", "stalled"} {
+		if err := c.TopicSubscribe(ctx, "feed", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := time.Now()
+	msgs := make([]fila.Message, 5)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "event"}
+	}
+	if _, err := c.PublishBatch(ctx, "feed", msgs); err != nil {
+		t.Fatal(err)
+	}
+	receiveIDs(t, c, "live", 5)
+	// live records its progress on the topic's side with its next read.
+	rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, _ = c.Receive(rctx, "live", fila.ReceiveParams{Max: 1})
+	cancel()
+	st, err := c.QueueStats(ctx, "stalled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready != 5 || st.OldestReadyAt.IsZero() || st.OldestReadyAt.Before(before.Add(-time.Second)) {
+		t.Errorf("QueueStats(stalled) = %+v; want 5 ready, the oldest since the publish (%v)", st, before)
+	}
+	log := redis.TopicLogKey(e.prefix, "feed")
+	// The warning comes with a publish or a read once the oldest event is
+	// older than the lag age.
+	deadline := time.Now().Add(10 * time.Second)
+	warned := func() bool {
+		for _, r := range rec.Records() {
+			if r.Level == slog.LevelWarn && strings.Contains(r.Message, "subscription lags") {
+				var sub string
+				r.Attrs(func(a slog.Attr) bool {
+					if a.Key == "subscription" {
+						sub = a.Value.String()
+					}
+					return true
+				})
+				return sub == "stalled"
+			}
+		}
+		return false
+	}
+	for !warned() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning naming the stalled subscription; logged: %v", rec.Records())
+		}
+		if _, err := c.Publish(ctx, "feed", fila.Message{Kind: "event"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	receiveIDs(t, c, "live", int(e.raw.XLen(ctx, log).Val())-5)
+	if err := c.QueueDelete(ctx, "stalled", fila.QueueDeleteParams{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.QueueStats(ctx, "stalled"); err != nil || st.Ready != 0 {
+		t.Errorf("QueueStats(stalled) after QueueDelete = %+v, %v; want nothing ready", st, err)
+	}
+	rctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+	_, _ = c.Receive(rctx, "live", fila.ReceiveParams{Max: 1}) // records live's progress
+	cancel()
+	if n := e.raw.XLen(ctx, log).Val(); n != 0 {
+		t.Errorf("topic log holds %d entries after the stalled queue was deleted and both read; want none", n)
+	}
+	subs, err := c.TopicSubscriptions(ctx, "feed")
+	if err != nil || !slices.Equal(subs, []string{"live", "stalled"}) {
+		t.Errorf("TopicSubscriptions after QueueDelete = %v, %v; want both still subscribed", subs, err)
+	}
+}
+
+// TestTopicLogWakesBlockedReceive: a Receive blocked on an empty
+// subscription wakes on a publish from another client, well before its
+// block interval (one minute here) would have made it look again.
+func TestTopicLogWakesBlockedReceive(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	rx := e.client(t, redis.Options{Block: time.Minute})
+	tx := e.client(t, redis.Options{})
+	if err := tx.TopicSubscribe(ctx, "wake", "q"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	go func() {
+		ds, err := rx.Receive(rctx, "q", fila.ReceiveParams{Max: 1})
+		if err == nil && len(ds) != 1 {
+			err = context.DeadlineExceeded
+		}
+		got <- err
+	}()
+	// Publish until the receive is done: one publish may land before the
+	// receiver's first look, which would find it without waiting.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	published := false
+	for {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("blocked Receive: %v", err)
+			}
+			if !published {
+				t.Fatal("Receive returned before anything was published")
+			}
+			return
+		case <-tick.C:
+			if !published {
+				if _, err := tx.Publish(ctx, "wake", fila.Message{Kind: "event"}); err != nil {
+					t.Fatal(err)
+				}
+				published = true
+			}
+		}
+	}
+}
+
+// TestTopicLogAdoptsLegacySubscriptions: a subscription kept as a mark by
+// an earlier Fila version (the portable layer's) is adopted: it is listed
+// and receives what this version publishes; and a subscription made by this
+// version keeps the mark, so such versions copy to it.
+func TestTopicLogAdoptsLegacySubscriptions(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	d := e.driver(t, redis.Options{})
+	if _, err := d.MarkSet(ctx, "fila.topic.old", "sub/legacy", time.Time{}, false); err != nil {
+		t.Fatal(err)
+	}
+	c, err := fila.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id, err := c.Publish(ctx, "old", fila.Message{Kind: "event"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveIDs(t, c, "legacy", 1); got[0] != fila.CopyID(id, "legacy") {
+		t.Errorf("legacy subscription received %v; want the copy of %s", got, id)
+	}
+	subs, err := c.TopicSubscriptions(ctx, "old")
+	if err != nil || !slices.Equal(subs, []string{"legacy"}) {
+		t.Errorf("TopicSubscriptions = %v, %v; want [legacy]", subs, err)
+	}
+	if err := c.TopicSubscribe(ctx, "old", "fresh"); err != nil {
+		t.Fatal(err)
+	}
+	marks, err := d.MarkList(ctx, "fila.topic.old", "sub/")
+	if err != nil || !slices.Equal(marks, []string{"sub/fresh", "sub/legacy"}) {
+		t.Errorf("marks of the topic = %v, %v; want both subscriptions, for earlier versions", marks, err)
+	}
+	if err := c.TopicUnsubscribe(ctx, "old", "fresh"); err != nil {
+		t.Fatal(err)
+	}
+	if marks, err := d.MarkList(ctx, "fila.topic.old", "sub/"); err != nil || !slices.Equal(marks, []string{"sub/legacy"}) {
+		t.Errorf("marks after unsubscribing fresh = %v, %v; want only legacy's", marks, err)
+	}
+}
