@@ -373,6 +373,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			res, err = d.claimScript(cctx, queue, k, p, tok, pre)
 		}
 		again, cerr := tc.finish(cctx, d.c)
+		tc.claimed(len(res.ds), p.Max)
 		cancel()
 		if err == nil && cerr != nil {
 			err = d.fail(ctx, cerr)
@@ -396,6 +397,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		if res.next >= 0 && res.next < wait {
 			wait = res.next
 		}
+		d.topicIdle(ctx, queue)
 		if due, err = d.waitAny(ctx, append(d.topicWaits(queue), streamAt{k.stream, res.wake}), max(wait, time.Millisecond)); err != nil {
 			return nil, err
 		}
@@ -485,6 +487,7 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 	if _, cerr := tc.finish(ctx, d.c); err == nil && cerr != nil {
 		err = d.fail(ctx, cerr)
 	}
+	tc.claimed(len(res.ds), p.Max)
 	if ack != nil {
 		if e := ack.Err(); e != nil && strings.HasPrefix(e.Error(), "NOSCRIPT") {
 			ack = runOnce(ctx, d.c, scriptAck, k.list(), batches[0].args...)

@@ -63,6 +63,21 @@ const (
 	legacySubMark    = "sub/"
 )
 
+// A Receive that copies at all copies ahead of its Max: up to pullBytes
+// of events from each log (by the mean event size of the queue's earlier
+// copies; its Max the first time), at most pullMax. The copies it does not
+// claim itself wait in the queue's stream for the next claims, which then
+// need no copy of their own.
+const (
+	pullBytes = 1 << 20
+	pullMax   = 1000
+)
+
+// pullEvery bounds how long a driver's Receives on a subscription queue go
+// without reading its topics' logs while their claims keep finding enough
+// in the queue's own stream, so the log is never starved by it.
+const pullEvery = 50 * time.Millisecond
+
 // lagWarnAge is the age of the oldest event of a topic's log past which the
 // driver warns, at most once per lagWarnAge and topic, that its slowest
 // subscription lags. A variable for the tests.
@@ -87,6 +102,16 @@ type queueTopics struct {
 	mu   sync.Mutex
 	cur  map[string]string // topic -> the queue's cursor, as last seen
 	told map[string]string // topic -> the cursor last recorded on the topic's side
+	// pulling is set while one Receive of the driver reads and copies the
+	// logs for the queue; the others claim meanwhile without copying.
+	pulling bool
+	// full: the driver's last claim on the queue filled its Max, so the
+	// queue's stream likely holds copies made ahead; lastPull: when the
+	// logs were last read (see topicPull).
+	full     bool
+	lastPull time.Time
+	// size is the mean size of the events copied last (0: unknown).
+	size int
 }
 
 // topicState returns the driver's record of queue's subscriptions.
@@ -325,11 +350,30 @@ func (d *Driver) noteLag(ctx context.Context, topic, slow string, oldest int64) 
 // arguments, nil when there is nothing to copy), run before the claim in the
 // claim's transaction, and the read of the queue's topics hash, after it.
 type topicCopy struct {
-	qt     *queueTopics
+	qt      *queueTopics
+	pulling bool // it holds qt.pulling
 	keys   []string // the copy script's keys; the last is the topics hash
 	args   []any
 	cmd    *goredis.Cmd
 	topics *goredis.MapStringStringCmd
+}
+
+// release ends tc's hold on its queue's pulling flag.
+func (tc *topicCopy) release() {
+	if !tc.pulling {
+		return
+	}
+	tc.pulling = false
+	tc.qt.mu.Lock()
+	tc.qt.pulling = false
+	tc.qt.mu.Unlock()
+}
+
+// claimed records whether the claim filled its Max (see topicPull).
+func (tc *topicCopy) claimed(got, max int) {
+	tc.qt.mu.Lock()
+	tc.qt.full = got >= max
+	tc.qt.mu.Unlock()
 }
 
 // pre adds the copy script and the topics hash read to the claim's
@@ -346,6 +390,7 @@ func (tc *topicCopy) pre(ctx context.Context, p goredis.Pipeliner) {
 // script cached. It reports whether the claim should be made again: the
 // copy ran after it, or the hash named a topic the claim did not copy from.
 func (tc *topicCopy) finish(ctx context.Context, c goredis.UniversalClient) (again bool, err error) {
+	defer tc.release()
 	if tc.cmd != nil {
 		if e := tc.cmd.Err(); e != nil && strings.HasPrefix(e.Error(), "NOSCRIPT") {
 			tc.cmd = runOnce(ctx, c, scriptTopicCopy, tc.keys, tc.args...)
@@ -391,14 +436,23 @@ func claimPre(ctx context.Context, tc *topicCopy, pre func(goredis.Pipeliner)) f
 	}
 }
 
-// topicPull prepares a claim's part in queue's subscriptions: when the
-// driver knows of any, one pipeline reads their logs beyond the queue's
-// cursors (up to max events each) and records those cursors on the
+// topicPull prepares a claim's part in queue's subscriptions. When the
+// driver knows of any, and no other Receive of the driver is copying for
+// the queue, and the last claim came back short of its Max or pullEvery
+// has passed, one pipeline reads their logs beyond the queue's cursors (up
+// to max(want, pullBytes of events) each, at most pullMax) and records those cursors on the
 // topics' side (which trims the logs).
-func (d *Driver) topicPull(ctx context.Context, queue string, k keys, max int) (*topicCopy, error) {
+func (d *Driver) topicPull(ctx context.Context, queue string, k keys, want int) (*topicCopy, error) {
 	qt := d.topicState(queue)
 	tc := &topicCopy{qt: qt, keys: append(k.list(), k.topics)}
 	qt.mu.Lock()
+	if len(qt.cur) == 0 || qt.pulling || (qt.full && time.Since(qt.lastPull) < pullEvery) {
+		qt.mu.Unlock()
+		return tc, nil
+	}
+	qt.pulling = true
+	tc.pulling = true
+	qt.lastPull = time.Now()
 	cur := make(map[string]string, len(qt.cur))
 	var tell []string
 	for t, c := range qt.cur {
@@ -407,17 +461,12 @@ func (d *Driver) topicPull(ctx context.Context, queue string, k keys, max int) (
 			tell = append(tell, t)
 		}
 	}
+	size := qt.size
 	qt.mu.Unlock()
-	if len(cur) == 0 {
-		return tc, nil
-	}
+	count := int64(min(max(want, pullCount(size)), pullMax))
 	type read struct {
 		topic string
-		cmd   *goredis.XMessageSliceCmd
-	}
-	type tellCmd struct {
-		topic, cur string
-		cmd        *goredis.Cmd
+		cmd   *goredis.Cmd
 	}
 	var (
 		reads []read
@@ -425,16 +474,85 @@ func (d *Driver) topicPull(ctx context.Context, queue string, k keys, max int) (
 	)
 	_, err := d.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for t, c := range cur {
-			reads = append(reads, read{t, p.XRangeN(ctx, d.topicKeys(t).log, "("+c, "+", int64(max))})
+			// Do, not XRangeN: the generic reply keeps the fields' order
+			// and costs less to decode than a map per entry.
+			reads = append(reads, read{t, p.Do(ctx, "XRANGE", d.topicKeys(t).log, "("+c, "+", "COUNT", count)})
 		}
 		for _, t := range tell {
-			tells = append(tells, tellCmd{t, cur[t], scriptTopicAdvance.EvalSha(ctx, p, d.topicKeys(t).list(), queue, cur[t])})
+			tells = append(tells, d.tellTopic(ctx, p, queue, t, cur[t]))
 		}
 		return nil
 	})
 	if err != nil && !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		tc.release()
 		return nil, d.fail(ctx, err)
 	}
+	d.told(ctx, queue, qt, tells)
+	args := []any{group, 0}
+	n, events, bytes := 0, 0, 0
+	for _, r := range reads {
+		es, _ := r.cmd.Val().([]any)
+		if len(es) == 0 {
+			continue
+		}
+		n++
+		args = append(args, r.topic, len(es))
+		for _, x := range es {
+			e, ok := x.([]any)
+			if !ok || len(e) != 2 {
+				tc.release()
+				return nil, fmt.Errorf("fila/redis: unexpected XRANGE entry %T", x)
+			}
+			fs, _ := e[1].([]any)
+			args = append(args, str(e[0]), len(fs))
+			for i := 0; i+1 < len(fs); i += 2 {
+				f, v := str(fs[i]), str(fs[i+1])
+				if f == fID {
+					v = backend.CopyID(v, queue)
+				}
+				args = append(args, f, v)
+				bytes += len(v)
+			}
+			events++
+		}
+	}
+	if events > 0 {
+		qt.mu.Lock()
+		qt.size = max(bytes/events, 1)
+		qt.mu.Unlock()
+	}
+	if n > 0 {
+		args[1] = n
+		tc.args = args
+	} else {
+		tc.release()
+	}
+	return tc, nil
+}
+
+// pullCount is how many events of mean size size make pullBytes (1
+// when the size is not known yet).
+func pullCount(size int) int {
+	if size <= 0 {
+		return 1
+	}
+	return pullBytes / size
+}
+
+// tellCmd is the record of a queue's cursor on a topic's side.
+type tellCmd struct {
+	topic, cur string
+	cmd        *goredis.Cmd
+}
+
+// tellTopic adds to p the record of queue's cursor cur on topic's side.
+func (d *Driver) tellTopic(ctx context.Context, p goredis.Pipeliner, queue, topic, cur string) tellCmd {
+	return tellCmd{topic, cur, scriptTopicAdvance.EvalSha(ctx, p, d.topicKeys(topic).list(), queue, cur)}
+}
+
+// told reads the replies of tells (running a script Redis had not cached
+// again, alone), notes what was recorded and warns of a lag they report.
+func (d *Driver) told(ctx context.Context, queue string, qt *queueTopics, tells []tellCmd) {
 	for _, tl := range tells {
 		cmd := tl.cmd
 		if e := cmd.Err(); e != nil && strings.HasPrefix(e.Error(), "NOSCRIPT") {
@@ -449,53 +567,48 @@ func (d *Driver) topicPull(ctx context.Context, queue string, k keys, max int) (
 		qt.mu.Unlock()
 		d.noteLag(ctx, tl.topic, str(v[0]), toInt(v[2]))
 	}
-	args := []any{group, 0}
-	n := 0
-	for _, r := range reads {
-		es := r.cmd.Val()
-		if len(es) == 0 {
-			continue
-		}
-		n++
-		args = append(args, r.topic, len(es))
-		for _, e := range es {
-			args = append(args, e.ID, 0)
-			at := len(args) - 1
-			args = appendCopyFields(args, e.Values, queue)
-			args[at] = len(args) - at - 1
-		}
-	}
-	if n > 0 {
-		args[1] = n
-		tc.args = args
-	}
-	return tc, nil
 }
 
-// appendCopyFields appends the fields of a log event's copy in queue: the
-// event's, with the copy's id (backend.CopyID), the id first.
-func appendCopyFields(args []any, vals map[string]any, queue string) []any {
-	id, _ := vals[fID].(string)
-	args = append(args, fID, backend.CopyID(id, queue))
-	rest := make([]string, 0, len(vals))
-	for f := range vals {
-		if f != fID {
-			rest = append(rest, f)
+// topicIdle records, before a Receive waits, the queue's cursors that its
+// topics' sides do not have yet, so that a subscription that read
+// everything lets the logs be trimmed at once.
+func (d *Driver) topicIdle(ctx context.Context, queue string) {
+	qt := d.topicState(queue)
+	qt.mu.Lock()
+	var tell map[string]string
+	for t, c := range qt.cur {
+		if qt.told[t] != c {
+			if tell == nil {
+				tell = map[string]string{}
+			}
+			tell[t] = c
 		}
 	}
-	slices.Sort(rest)
-	for _, f := range rest {
-		args = append(args, f, vals[f])
+	qt.mu.Unlock()
+	if tell == nil {
+		return
 	}
-	return args
+	var tells []tellCmd
+	_, _ = d.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for t, c := range tell {
+			tells = append(tells, d.tellTopic(ctx, p, queue, t, c))
+		}
+		return nil
+	})
+	d.told(ctx, queue, qt, tells)
 }
 
 // topicWaits returns the logs of queue's topics to watch, each from the
-// queue's cursor, as its last claim saw them.
+// queue's cursor, as its last claim saw them; none while another Receive
+// copies from them (its copy wakes the queue's stream).
 func (d *Driver) topicWaits(queue string) []streamAt {
 	qt := d.topicState(queue)
 	qt.mu.Lock()
 	defer qt.mu.Unlock()
+	if qt.pulling {
+		// the copy under way wakes the queue's stream
+		return nil
+	}
 	out := make([]streamAt, 0, len(qt.cur))
 	for t, c := range qt.cur {
 		out = append(out, streamAt{stream: d.topicKeys(t).log, id: c})

@@ -144,7 +144,9 @@ func TestTopicLogStalledSubscription(t *testing.T) {
 					}
 					return true
 				})
-				return sub == "stalled"
+				if sub == "stalled" {
+					return true
+				}
 			}
 		}
 		return false
