@@ -351,11 +351,11 @@ func (d *Driver) noteLag(ctx context.Context, topic, slow string, oldest int64) 
 // claim's transaction, and the read of the queue's topics hash, after it.
 type topicCopy struct {
 	qt      *queueTopics
-	pulling bool // it holds qt.pulling
-	keys   []string // the copy script's keys; the last is the topics hash
-	args   []any
-	cmd    *goredis.Cmd
-	topics *goredis.MapStringStringCmd
+	pulling bool     // it holds qt.pulling
+	keys    []string // the copy script's keys; the last is the topics hash
+	args    []any
+	cmd     *goredis.Cmd
+	topics  *goredis.MapStringStringCmd
 }
 
 // release ends tc's hold on its queue's pulling flag.
