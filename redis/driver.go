@@ -376,7 +376,12 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		tc.claimed(len(res.ds), p.Max)
 		cancel()
 		if err == nil && cerr != nil {
-			err = d.fail(ctx, cerr)
+			if len(res.ds) == 0 {
+				err = d.fail(ctx, cerr)
+			} else {
+				// what was claimed is handed out; the copy is retried next time
+				d.o.Logger.Warn("fila/redis: copying from the queue's topics failed", slog.String("queue", queue), slog.Any("error", cerr))
+			}
 		}
 		switch {
 		case err != nil:
@@ -485,7 +490,11 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 		res, err = d.claimScript(ctx, queue, k, p, tok, pre)
 	}
 	if _, cerr := tc.finish(ctx, d.c); err == nil && cerr != nil {
-		err = d.fail(ctx, cerr)
+		if len(res.ds) == 0 {
+			err = d.fail(ctx, cerr)
+		} else {
+			d.o.Logger.Warn("fila/redis: copying from the queue's topics failed", slog.String("queue", queue), slog.Any("error", cerr))
+		}
 	}
 	tc.claimed(len(res.ds), p.Max)
 	if ack != nil {
