@@ -162,9 +162,10 @@
 // subscription nobody reads keeps the events it has not read, once, not a
 // copy per subscription: it shows them as Ready in its QueueStats (with
 // their age), and the driver logs a warning naming it once its oldest
-// unread event is a minute old (at most once a minute per topic). The way
-// out is to consume it, to QueueDelete its queue (the subscription stays
-// and skips what was published before) or to unsubscribe it.
+// unread event is a minute old (checked with publishes and reads, at most
+// once a minute per topic). The way out is to consume it, to QueueDelete
+// its queue (the subscription stays and skips what was published before)
+// or to unsubscribe it.
 //
 // What it costs: a publish costs about what an enqueue does whatever the
 // number of subscriptions (×0.87–0.92 of an enqueue in batches of 100 at 20

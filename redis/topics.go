@@ -311,14 +311,13 @@ func (d *Driver) TopicPublish(ctx context.Context, topic string, msgs []backend.
 }
 
 // noteLag warns, at most once per lagWarnAge and topic, when the oldest
-// event the topic's log keeps (oldest, Unix ms) is older than lagWarnAge:
-// its slowest subscription (slow, looked up when empty) has not copied it.
+// event the topic's log keeps (oldest, Unix ms) is older than lagWarnAge
+// and the slowest subscription (slow, looked up when empty) has not copied
+// it. A subscription whose progress the topic's side does not have yet (its
+// receives stopped right after a copy) has it recorded instead, which trims
+// the log, and the next slowest is looked at.
 func (d *Driver) noteLag(ctx context.Context, topic, slow string, oldest int64) {
-	if oldest < 0 {
-		return
-	}
-	age := time.Since(msTime(oldest))
-	if age < lagWarnAge {
+	if oldest < 0 || time.Since(msTime(oldest)) < lagWarnAge {
 		return
 	}
 	d.mu.Lock()
@@ -328,20 +327,38 @@ func (d *Driver) noteLag(ctx context.Context, topic, slow string, oldest int64) 
 	}
 	d.lagWarned[topic] = time.Now()
 	d.mu.Unlock()
-	if slow == "" {
-		h, err := d.c.HGetAll(ctx, d.topicKeys(topic).subs).Result()
+	tk := d.topicKeys(topic)
+	for range 10 {
+		h, err := d.c.HGetAll(ctx, tk.subs).Result()
 		if err != nil {
 			return
 		}
-		var min string
-		for q, c := range h {
-			if !strings.HasPrefix(q, "n:") && (min == "" || sidLess(c, min)) {
-				slow, min = q, c
+		if slow == "" {
+			var min string
+			for q, c := range h {
+				if !strings.HasPrefix(q, "n:") && (min == "" || sidLess(c, min)) {
+					slow, min = q, c
+				}
 			}
+			if slow == "" {
+				return
+			}
+		}
+		qc, err := d.c.HGet(ctx, d.keys(slow).topics, topic).Result()
+		if err != nil || !sidLess(h[slow], qc) {
+			break // it has not copied past its recorded cursor: it lags
+		}
+		v, err := runOnce(ctx, d.c, scriptTopicAdvance, tk.list(), slow, qc).Slice()
+		if err != nil || len(v) != 3 {
+			return
+		}
+		slow, oldest = str(v[0]), toInt(v[2])
+		if slow == "" || oldest < 0 || time.Since(msTime(oldest)) < lagWarnAge {
+			return
 		}
 	}
 	d.o.Logger.Warn("fila/redis: a subscription lags: the topic's log keeps every event it has not read",
-		slog.String("topic", topic), slog.String("subscription", slow), slog.Duration("oldest_unread", age.Round(time.Second)),
+		slog.String("topic", topic), slog.String("subscription", slow), slog.Duration("oldest_unread", time.Since(msTime(oldest)).Round(time.Second)),
 		slog.String("to_do", "run its consumers; or delete its queue (QueueDelete skips what it has not read); or end it with TopicUnsubscribe"))
 }
 

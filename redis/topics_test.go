@@ -267,3 +267,43 @@ func TestTopicLogAdoptsLegacySubscriptions(t *testing.T) {
 		t.Errorf("marks after unsubscribing fresh = %v, %v; want only legacy's", marks, err)
 	}
 }
+
+// TestTopicLogLagNotFalse: subscriptions that copied everything but whose
+// receives stopped before recording it on the topic's side are not named
+// as lagging: the check records their progress instead, which trims the
+// log.
+func TestTopicLogLagNotFalse(t *testing.T) {
+	defer redis.SetLagWarnAge(time.Second)()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	rec := testenv.NewLogRecorder()
+	c := e.client(t, redis.Options{Logger: rec.Logger()})
+	for _, q := range []string{"a", "b"} {
+		if err := c.TopicSubscribe(ctx, "quiet", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := time.Now()
+	if _, err := c.PublishBatch(ctx, "quiet", []fila.Message{{Kind: "e"}, {Kind: "e"}, {Kind: "e"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Each receive gets all three at once and returns: neither goes idle,
+	// so neither records its cursor on the topic's side.
+	receiveIDs(t, c, "a", 3)
+	receiveIDs(t, c, "b", 3)
+	for time.Since(first) < 1200*time.Millisecond {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// This publish finds the log's oldest event past the lag age.
+	if _, err := c.Publish(ctx, "quiet", fila.Message{Kind: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rec.Records() {
+		if r.Level >= slog.LevelWarn {
+			t.Errorf("logged %q although every subscription had read the old events", r.Message)
+		}
+	}
+	if n := e.raw.XLen(ctx, redis.TopicLogKey(e.prefix, "quiet")).Val(); n != 1 {
+		t.Errorf("topic log holds %d entries; want 1 (the old ones trimmed by the check)", n)
+	}
+}
