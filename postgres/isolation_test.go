@@ -98,6 +98,11 @@ func TestIsolationLateCommit(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// A failure before the commit must not leave the
+				// transaction open: the pool's Close in the cleanup
+				// would wait for its connection for ever. (After the
+				// commit this is a no-op.)
+				defer func() { _ = tx.Rollback(context.Background()) }()
 				ids, err := c.EnqueueTx(ctx, tx, "late", []fila.Message{{Kind: "k", Body: []byte(fmt.Sprint("late ", i))}})
 				if err != nil {
 					_ = tx.Rollback(ctx)
