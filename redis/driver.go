@@ -52,9 +52,10 @@ type Driver struct {
 	watches map[string]*streamWatch
 	closed  bool
 
-	qtopics   map[string]*queueTopics // per queue, its subscriptions as last seen (topics.go)
-	lagWarned map[string]time.Time    // per topic, the last lag warning
-	adopted   sync.Map                // topics whose earlier-version subscriptions were adopted
+	qtopics    map[string]*queueTopics // per queue, its subscriptions as last seen (topics.go)
+	lagWarned  map[string]time.Time    // per topic, the last lag warning
+	lagChecked map[string]time.Time    // per topic, the last publish that asked for the log's age
+	adopted    sync.Map                // topics whose earlier-version subscriptions were adopted
 }
 
 // New returns a driver over a go-redis client the caller owns (a *Client,
@@ -82,7 +83,7 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, o Options, p
 		return nil, fmt.Errorf("fila/redis: random token base: %w", err)
 	}
 	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}, watches: map[string]*streamWatch{},
-		qtopics: map[string]*queueTopics{}, lagWarned: map[string]time.Time{}}
+		qtopics: map[string]*queueTopics{}, lagWarned: map[string]time.Time{}, lagChecked: map[string]time.Time{}}
 	registerLog(d)
 	if ping {
 		if err := d.pingWithin(ctx); err != nil {

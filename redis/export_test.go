@@ -53,8 +53,9 @@ func TopicLogKey(prefix, topic string) string {
 
 // SetLagWarnAge sets the age of a topic's oldest event past which the
 // driver warns that a subscription lags, until the test ends.
+// Publishes then look at the log's age at every call.
 func SetLagWarnAge(d time.Duration) (restore func()) {
-	old := lagWarnAge
-	lagWarnAge = d
-	return func() { lagWarnAge = old }
+	old, oldCheck := lagWarnAge, lagCheckEvery
+	lagWarnAge, lagCheckEvery = d, 0
+	return func() { lagWarnAge, lagCheckEvery = old, oldCheck }
 }

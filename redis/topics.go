@@ -38,12 +38,12 @@ var (
 	// lua/topic_subscribe.lua.
 	scriptTopicSubscribe = script("topic_prelude.lua", "topic_subscribe.lua")
 	// scriptTopicUnsubscribe ends one: lua/topic_unsubscribe.lua.
-	scriptTopicUnsubscribe = script("topic_prelude.lua", "topic_unsubscribe.lua")
+	scriptTopicUnsubscribe = script("topic_prelude.lua", "topic_trim.lua", "topic_unsubscribe.lua")
 	// scriptTopicPublish appends to a topic's log: lua/topic_publish.lua.
 	scriptTopicPublish = script("topic_prelude.lua", "topic_publish.lua")
 	// scriptTopicAdvance records a subscription's progress and trims the
 	// log: lua/topic_advance.lua.
-	scriptTopicAdvance = script("topic_prelude.lua", "topic_advance.lua")
+	scriptTopicAdvance = script("topic_prelude.lua", "topic_trim.lua", "topic_advance.lua")
 	// scriptTopicCopy copies log events into a queue: lua/topic_copy.lua.
 	scriptTopicCopy = script("topic_copy.lua")
 	// scriptTopicSkip moves a queue's cursor to the log's end:
@@ -77,6 +77,10 @@ const (
 // without reading its topics' logs while their claims keep finding enough
 // in the queue's own stream, so the log is never starved by it.
 const pullEvery = 50 * time.Millisecond
+
+// lagCheckEvery is how often a driver's publishes to one topic look at the
+// age of the log's oldest event (see lagCheckDue). A variable for the tests.
+var lagCheckEvery = time.Second
 
 // lagWarnAge is the age of the oldest event of a topic's log past which the
 // driver warns, at most once per lagWarnAge and topic, that its slowest
@@ -259,7 +263,7 @@ func (d *Driver) TopicPublish(ctx context.Context, topic string, msgs []backend.
 		return 0, err
 	}
 	var special []backend.Message
-	args := []any{0}
+	args := []any{0, 0}
 	plain := 0
 	for i := range msgs {
 		m := &msgs[i]
@@ -279,7 +283,10 @@ func (d *Driver) TopicPublish(ctx context.Context, topic string, msgs []backend.
 	}
 	subs := 0
 	if plain > 0 {
-		args[0] = plain
+		if d.lagCheckDue(topic) {
+			args[0] = 1
+		}
+		args[1] = plain
 		v, err := d.runDurable(ctx, scriptTopicPublish, d.topicKeys(topic).list(), args...).Slice()
 		if err != nil {
 			return 0, d.fail(ctx, err)
@@ -308,6 +315,19 @@ func (d *Driver) TopicPublish(ctx context.Context, topic string, msgs []backend.
 		subs = max(subs, len(qs))
 	}
 	return subs, nil
+}
+
+// lagCheckDue reports whether a publish to topic should bring back the age
+// of the log's oldest event for noteLag: at most once per second per topic
+// and driver, as a publish does not need it.
+func (d *Driver) lagCheckDue(topic string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if last, ok := d.lagChecked[topic]; ok && time.Since(last) < lagCheckEvery {
+		return false
+	}
+	d.lagChecked[topic] = time.Now()
+	return true
 }
 
 // noteLag warns, at most once per lagWarnAge and topic, when the oldest

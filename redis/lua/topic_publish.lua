@@ -3,21 +3,22 @@
 -- topic_prelude.lua.
 -- KEYS: the topic's log and subscriptions hash.
 --
--- ARGV: count, then per message: number of fields, fields. Returns
--- {subscriptions, id time (Unix ms) of the log's oldest entry or -1}.
+-- ARGV: 1 to return the log's oldest entry time (else 0), count, then per
+-- message: number of fields, fields. Returns {subscriptions, id time (Unix
+-- ms) of the log's oldest entry, or -1 when not asked or empty}.
 
-local subs = 0
-for _, f in ipairs(redis.call('HKEYS', KSUBS)) do
-  if string.sub(f, 1, 2) ~= 'n:' then subs = subs + 1 end
-end
+-- every subscription has two fields (its cursor and its count)
+local subs = math.floor(redis.call('HLEN', KSUBS) / 2)
 if subs == 0 then return {0, -1} end
-local i = 2
-for _ = 1, tonumber(ARGV[1]) do
+local i = 3
+for _ = 1, tonumber(ARGV[2]) do
   local nf = tonumber(ARGV[i])
   redis.call('XADD', KLOG, '*', unpack(ARGV, i + 1, i + nf))
   i = i + nf + 1
 end
-local first = redis.call('XRANGE', KLOG, '-', '+', 'COUNT', 1)
 local oldest = -1
-if #first > 0 then oldest = sid_parse(first[1][1]) end
+if ARGV[1] == '1' then
+  local first = redis.call('XRANGE', KLOG, '-', '+', 'COUNT', 1)
+  if #first > 0 then oldest = sid_parse(first[1][1]) end
+end
 return {subs, oldest}
