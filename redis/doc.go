@@ -155,9 +155,10 @@
 // whatever the number of subscriptions (none: nothing is stored), with
 // fila_wait_replicas applying as to an enqueue. Each subscription queue
 // keeps a cursor on the log, and its Receives copy what lies past the
-// cursor into the queue as they need it (up to the receive's Max per
-// topic, in the receive's own transaction), with the copy's id
-// (fila.CopyID); from there a copy is an ordinary message of the queue. The
+// cursor into the queue as they need it (in the claim's own transaction,
+// ahead of need: about 1 MiB of events, at most 1,000, per topic and
+// copy), with the copy's id (fila.CopyID); from there a copy is an
+// ordinary message of the queue. The
 // log keeps an event until every subscription has copied it, so a
 // subscription nobody reads keeps the events it has not read, once, not a
 // copy per subscription: it shows them as Ready in its QueueStats (with
