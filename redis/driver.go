@@ -377,12 +377,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		tc.claimed(len(res.ds), p.Max)
 		cancel()
 		if err == nil && cerr != nil {
-			if len(res.ds) == 0 {
-				err = d.fail(ctx, cerr)
-			} else {
-				// what was claimed is handed out; the copy is retried next time
-				d.o.Logger.Warn("fila/redis: copying from the queue's topics failed", slog.String("queue", queue), slog.Any("error", cerr))
-			}
+			err = d.copyFailed(ctx, queue, cerr, len(res.ds))
 		}
 		switch {
 		case err != nil:
@@ -491,11 +486,7 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 		res, err = d.claimScript(ctx, queue, k, p, tok, pre)
 	}
 	if _, cerr := tc.finish(ctx, d.c); err == nil && cerr != nil {
-		if len(res.ds) == 0 {
-			err = d.fail(ctx, cerr)
-		} else {
-			d.o.Logger.Warn("fila/redis: copying from the queue's topics failed", slog.String("queue", queue), slog.Any("error", cerr))
-		}
+		err = d.copyFailed(ctx, queue, cerr, len(res.ds))
 	}
 	tc.claimed(len(res.ds), p.Max)
 	if ack != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/fila-go/fila/backend"
 )
 
@@ -20,16 +18,12 @@ import (
 // the oldest of them in the oldest ready time.
 func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
 	k := d.keys(queue)
-	var topics *goredis.MapStringStringCmd
-	_, _ = d.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		topics = p.HGetAll(ctx, k.topics)
-		return nil
-	})
 	v, err := scriptStats.Run(ctx, d.c, k.list(), group).Slice()
 	if err != nil {
 		return backend.Stats{}, d.fail(ctx, err)
 	}
-	if err := topics.Err(); err != nil {
+	topics, err := d.c.HGetAll(ctx, k.topics).Result()
+	if err != nil {
 		return backend.Stats{}, d.fail(ctx, err)
 	}
 	if len(v) != 6 {
@@ -39,8 +33,8 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 	if ms := toInt(v[4]); ms >= 0 {
 		s.OldestReadyAt = msTime(ms)
 	}
-	if h := topics.Val(); len(h) > 0 {
-		n, oldest, err := d.topicLag(ctx, h)
+	if len(topics) > 0 {
+		n, oldest, err := d.topicLag(ctx, topics)
 		if err != nil {
 			return backend.Stats{}, err
 		}

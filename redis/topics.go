@@ -389,10 +389,11 @@ func (d *Driver) noteLag(ctx context.Context, topic, slow string, oldest int64) 
 type topicCopy struct {
 	qt      *queueTopics
 	pulling bool     // it holds qt.pulling
-	keys    []string // the copy script's keys; the last is the topics hash
+	topics  string   // the queue's topics hash
+	keys    []string // the copy script's keys (only when there is a copy)
 	args    []any
 	cmd     *goredis.Cmd
-	topics  *goredis.MapStringStringCmd
+	read    *goredis.MapStringStringCmd // the topics hash, read in the claim's transaction
 }
 
 // release ends tc's hold on its queue's pulling flag.
@@ -404,6 +405,18 @@ func (tc *topicCopy) release() {
 	tc.qt.mu.Lock()
 	tc.qt.pulling = false
 	tc.qt.mu.Unlock()
+}
+
+// copyFailed handles an error reading the copy's reply or the topics hash
+// after a claim that otherwise succeeded: with nothing claimed it is the
+// Receive's error; else what was claimed is handed out, the failure logged,
+// and the next receive copies again.
+func (d *Driver) copyFailed(ctx context.Context, queue string, err error, claimed int) error {
+	if claimed == 0 {
+		return d.fail(ctx, err)
+	}
+	d.o.Logger.Warn("fila/redis: copying from the queue's topics failed", slog.String("queue", queue), slog.Any("error", err))
+	return nil
 }
 
 // claimed records whether the claim filled its Max (see topicPull).
@@ -419,7 +432,7 @@ func (tc *topicCopy) pre(ctx context.Context, p goredis.Pipeliner) {
 	if tc.args != nil {
 		tc.cmd = scriptTopicCopy.EvalSha(ctx, p, tc.keys, tc.args...)
 	}
-	tc.topics = p.HGetAll(ctx, tc.keys[len(tc.keys)-1])
+	tc.read = p.HGetAll(ctx, tc.topics)
 }
 
 // finish reads the copy script's reply and the topics hash, and records
@@ -449,10 +462,10 @@ func (tc *topicCopy) finish(ctx context.Context, c goredis.UniversalClient) (aga
 		}
 		tc.qt.mu.Unlock()
 	}
-	if tc.topics == nil {
+	if tc.read == nil {
 		return again, nil
 	}
-	h, err := tc.topics.Result()
+	h, err := tc.read.Result()
 	if err != nil {
 		return again, err
 	}
@@ -481,7 +494,7 @@ func claimPre(ctx context.Context, tc *topicCopy, pre func(goredis.Pipeliner)) f
 // topics' side (which trims the logs).
 func (d *Driver) topicPull(ctx context.Context, queue string, k keys, want int) (*topicCopy, error) {
 	qt := d.topicState(queue)
-	tc := &topicCopy{qt: qt, keys: append(k.list(), k.topics)}
+	tc := &topicCopy{qt: qt, topics: k.topics}
 	qt.mu.Lock()
 	if len(qt.cur) == 0 || qt.pulling || (qt.full && time.Since(qt.lastPull) < pullEvery) {
 		qt.mu.Unlock()
@@ -561,6 +574,7 @@ func (d *Driver) topicPull(ctx context.Context, queue string, k keys, want int) 
 	if n > 0 {
 		args[1] = n
 		tc.args = args
+		tc.keys = append(k.list(), k.topics)
 	} else {
 		tc.release()
 	}
