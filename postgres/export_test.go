@@ -13,6 +13,12 @@ func ListenerUp(d *Driver) bool { return d.waiters.listening.Load() }
 // Sleeping returns how many receives of d are waiting for a wake-up.
 func Sleeping(d *Driver) int64 { return d.sleeping.Load() }
 
+// MigrateTo applies the migrations up to version upTo.
+var MigrateTo = migrateTo
+
+// ClaimRuns exposes claimRuns.
+var ClaimRuns = claimRuns
+
 // ChannelName is the notification channel of a schema.
 var ChannelName = channelName
 

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/postgres"
 )
 
 // logRows counts a queue's rows of one log table, copies included.
@@ -216,5 +219,151 @@ func TestLogClaimRotation(t *testing.T) {
 	}
 	if n := logRows(t, pool, schema, "log_claims", "kept"); n != 0 {
 		t.Errorf("after everything was settled %d claim rows remain", n)
+	}
+}
+
+// TestLogClaimRuns: a claim stores its members' positions as runs, not a
+// row's worth per member, and each member's receipt names its claim and its
+// position: a receipt whose position is not a member's, or whose position
+// is another member's, settles nothing.
+func TestLogClaimRuns(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	enqueueN(t, c, "runs", 200)
+	ds, err := c.Receive(ctx, "runs", fila.ReceiveParams{Max: 200, Lease: time.Minute})
+	if err != nil || len(ds) != 200 {
+		t.Fatalf("Receive: %d, %v; want 200", len(ds), err)
+	}
+	var runs, size int
+	if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT cardinality(runs), pg_column_size(k.*) FROM %s.log_claims k WHERE queue = 'runs'`, schema)).Scan(&runs, &size); err != nil {
+		t.Fatal(err)
+	}
+	// One enqueue's rows are consecutive positions: one run, unless a
+	// concurrent statement of the test server took positions in between.
+	if runs < 2 || runs > 8 || size > 200 {
+		t.Errorf("a claim of 200 consecutive rows: %d run bounds, %d bytes; want a run or a few, under 200 bytes", runs, size)
+	}
+	receipts := make(map[string]bool, len(ds))
+	for _, d := range ds {
+		r := d.Receipt()
+		if receipts[r] {
+			t.Fatalf("receipt %s given to two members", r)
+		}
+		receipts[r] = true
+		if r[14] != '0' || r[:19] != ds[0].Receipt()[:19] {
+			t.Fatalf("member receipt %s: want version nibble 0 and the claim's prefix %s", r, ds[0].Receipt()[:19])
+		}
+	}
+	drv := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
+	// Another member's position under this member's id; a position past
+	// the claim's; a position with another claim's prefix.
+	forged := []backend.Ref{
+		{Queue: "runs", ID: ds[0].ID, Receipt: ds[1].Receipt()},
+		{Queue: "runs", ID: ds[0].ID, Receipt: ds[0].Receipt()[:19] + "7fff-ffffffffffff"},
+		{Queue: "runs", ID: ds[0].ID, Receipt: "00000000-0000-0000" + ds[0].Receipt()[18:]},
+	}
+	for _, ref := range forged {
+		if errs, err := drv.Ack(ctx, []backend.Ref{ref}); err != nil || !errors.Is(errs[0], backend.ErrLeaseLost) {
+			t.Errorf("Ack(%s with receipt %s) = %v, %v; want ErrLeaseLost", ref.ID, ref.Receipt, errs, err)
+		}
+		if _, err := drv.Extend(ctx, ref, time.Minute); !errors.Is(err, backend.ErrLeaseLost) {
+			t.Errorf("Extend(%s with receipt %s) = %v; want ErrLeaseLost", ref.ID, ref.Receipt, err)
+		}
+	}
+	// The real receipts still hold, and the whole claim is settled by one row.
+	if err := c.AckBatch(ctx, ds); err != nil {
+		t.Fatalf("AckBatch: %v", err)
+	}
+	if n := logRows(t, pool, schema, "log_settles", "runs"); n != 1 {
+		t.Errorf("acking the whole claim wrote %d settlement rows, want 1", n)
+	}
+}
+
+// TestClaimRuns: the runs the driver computes from receipts are the
+// claim's, and receipts that are not all of one claim's members, each
+// once, are left to log_ack.
+func TestClaimRuns(t *testing.T) {
+	rcpt := func(key string, pos uint64) string {
+		return fmt.Sprintf("%s-%04x-%012x", key, pos>>48, pos&(1<<48-1))
+	}
+	const key = "0123abcd-ef01-0234"
+	_, runs, ok := postgres.ClaimRuns([]string{rcpt(key, 7), rcpt(key, 5), rcpt(key, 6), rcpt(key, 9), rcpt(key, 1<<40)})
+	if want := []int64{5, 7, 9, 9, 1 << 40, 1 << 40}; !ok || !slices.Equal(runs, want) {
+		t.Errorf("ClaimRuns = %v, %v; want %v", runs, ok, want)
+	}
+	for _, rs := range [][]string{
+		{rcpt(key, 1)}, // one lease: log_ack
+		{rcpt(key, 1), rcpt(key, 1)},
+		{rcpt(key, 1), rcpt("0123abcd-ef01-0235", 2)},
+		{rcpt(key, 1), "0123abcd-ef01-4234-8000-000000000002"}, // a lease's own token
+		{rcpt(key, 1), rcpt(key, 1<<62)},                       // not a position
+	} {
+		if _, _, ok := postgres.ClaimRuns(rs); ok {
+			t.Errorf("ClaimRuns(%v) took them as one claim's members", rs)
+		}
+	}
+}
+
+// TestLogClaimMadeBeforeRuns: a claim made at schema version 10, whose
+// members' receipts are its token, is converted by the migration, and
+// those receipts still settle their members, alone and together; a member
+// left unsettled is delivered again after the claim's deadline.
+func TestLogClaimMadeBeforeRuns(t *testing.T) {
+	pool := testPool(t)
+	schema := freshSchema(t, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := postgres.MigrateTo(ctx, pool, schema, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.log_messages (gen, queue, id, kind, body, enqueued_at, run_at)
+		SELECT (SELECT cur FROM %[1]s.log_state), 'old', gen_random_uuid(), 'k', 'b', now(), now() FROM generate_series(1, 6)`, schema)); err != nil {
+		t.Fatal(err)
+	}
+	var refs []backend.Ref
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT id, token FROM %s.log_receive('old', 6, 3000000)`, schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r backend.Ref
+		if err := rows.Scan(&r.ID, &r.Receipt); err != nil {
+			t.Fatal(err)
+		}
+		r.Queue = "old"
+		refs = append(refs, r)
+	}
+	if rows.Err() != nil || len(refs) != 6 || refs[0].Receipt != refs[5].Receipt {
+		t.Fatalf("version 10 receive: %d refs (%v); want 6 sharing the claim's token", len(refs), rows.Err())
+	}
+	if err := postgres.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	drv := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
+	if st, err := drv.QueueStats(ctx, "old"); err != nil || st.Leased != 6 {
+		t.Errorf("QueueStats after the migration: %+v, %v; want 6 leased", st, err)
+	}
+	if errs, err := drv.Ack(ctx, refs[:1]); err != nil || errs[0] != nil {
+		t.Fatalf("Ack of one member with its old receipt: %v, %v", errs, err)
+	}
+	if _, err := drv.Extend(ctx, refs[1], time.Minute); err != nil {
+		t.Fatalf("Extend of a member with its old receipt: %v", err)
+	}
+	if errs, err := drv.Ack(ctx, refs[1:5]); err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		t.Fatalf("Ack of four members with their old receipts: %v, %v", errs, err)
+	}
+	if errs, err := drv.Ack(ctx, refs[:1]); err != nil || !errors.Is(errs[0], backend.ErrLeaseLost) {
+		t.Errorf("second Ack of a member: %v, %v; want ErrLeaseLost", errs, err)
+	}
+	c := newClient(t, drv)
+	d := receiveOneLog(t, c, "old", 15*time.Second)
+	if d.ID != refs[5].ID || d.Attempt != 2 {
+		t.Errorf("delivered again: %s at attempt %d; want the unsettled member %s at attempt 2", d.ID, d.Attempt, refs[5].ID)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -88,6 +88,12 @@ func migrationLockKey(schema string) int64 {
 // version row, in one transaction, so each applies exactly once. Running it on
 // an up-to-date schema changes nothing. The empty schema means "fila".
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	return migrateTo(ctx, pool, schema, SchemaVersion())
+}
+
+// migrateTo applies the migrations up to version upTo (tests build older
+// schemas with it).
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int) error {
 	if schema == "" {
 		schema = DefaultSchema
 	}
@@ -117,7 +123,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		return mapErr(ctx, "migrate: read version", err)
 	}
 	for _, m := range migrations() {
-		if m.version <= current {
+		if m.version <= current || m.version > upTo {
 			continue
 		}
 		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{{schema}}", q)); err != nil {

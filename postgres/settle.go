@@ -33,6 +33,18 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	if len(ids) == 0 {
 		return errs, nil
 	}
+	if d.q.ackClaim != "" && len(ids) == len(refs) {
+		if token, runs, ok := claimRuns(tokens); ok {
+			var whole bool
+			if err := d.pool.QueryRow(ctx, d.q.ackClaim, token, runs).Scan(&whole); err != nil {
+				return nil, mapErr(ctx, "ack", err)
+			}
+			if whole {
+				return errs, nil
+			}
+			// Not all of a live claim: each lease on its own.
+		}
+	}
 	rows, err := d.pool.Query(ctx, d.q.ack, pgUUIDs(ids), pgUUIDs(tokens))
 	if err != nil {
 		return nil, mapErr(ctx, "ack", err)

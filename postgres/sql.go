@@ -20,10 +20,13 @@ type statements struct {
 	claimDelayed string
 	nextDue      string
 
-	ack    string
-	retry  string
-	dead   string
-	extend string
+	ack string
+	// ackClaim settles a whole claim of the log mode at once (log_ack_claim;
+	// empty in the skip-locked mode).
+	ackClaim string
+	retry    string
+	dead     string
+	extend   string
 
 	stats      string
 	deadCounts string

@@ -1,6 +1,11 @@
 package postgres
 
-import "github.com/jackc/pgx/v5/pgtype"
+import (
+	"encoding/binary"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
 
 // validUUID reports whether s is a UUID in the canonical 8-4-4-4-12 hex
 // form (any case). Ids and receipts that are not UUIDs cannot match a row;
@@ -63,4 +68,47 @@ func unhex(c byte) byte {
 		return c - 'A' + 10
 	}
 	return 0
+}
+
+// claimRuns reports whether receipts are those of members of one claim of
+// the log mode, each once: then it returns the claim's token and the runs of
+// their positions (the first and last of each run of consecutive ones), as
+// log_ack_claim takes them. A member's receipt is the claim's token with the
+// member's position in its last 8 bytes; its version nibble is 0, where a
+// lease's own token is a version 4 UUID (migrations/0011_log_claim_runs.sql).
+func claimRuns(receipts []string) (token pgtype.UUID, runs []int64, ok bool) {
+	if len(receipts) < 2 {
+		return token, nil, false // one lease: log_ack costs no more
+	}
+	pos := make([]int64, len(receipts))
+	for i, r := range receipts {
+		u := pgUUID(r)
+		if !u.Valid || u.Bytes[6] >= 16 {
+			return token, nil, false
+		}
+		if i == 0 {
+			token = u
+			clear(token.Bytes[8:])
+		} else if [8]byte(u.Bytes[:8]) != [8]byte(token.Bytes[:8]) {
+			return token, nil, false
+		}
+		p := binary.BigEndian.Uint64(u.Bytes[8:])
+		if p >= 1<<62 {
+			return token, nil, false // no position: log_ack reports it
+		}
+		pos[i] = int64(p)
+	}
+	slices.Sort(pos)
+	for i, p := range pos {
+		switch {
+		case i > 0 && p == pos[i-1]:
+			return token, nil, false // a repeated ref: log_ack reports it
+		case i == 0 || p != pos[i-1]+1:
+			if i > 0 {
+				runs = append(runs, pos[i-1])
+			}
+			runs = append(runs, p)
+		}
+	}
+	return token, append(runs, pos[len(pos)-1]), true
 }
