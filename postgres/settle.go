@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -33,29 +34,40 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	if len(ids) == 0 {
 		return errs, nil
 	}
+	var (
+		rows  pgx.Rows
+		err   error
+		token pgtype.UUID
+		runs  []int64
+		claim bool
+	)
 	if d.q.ackClaim != "" && len(ids) == len(refs) {
-		if token, runs, ok := claimRuns(tokens); ok {
-			var whole bool
-			if err := d.pool.QueryRow(ctx, d.q.ackClaim, token, runs).Scan(&whole); err != nil {
-				return nil, mapErr(ctx, "ack", err)
-			}
-			if whole {
-				return errs, nil
-			}
-			// Not all of a live claim: each lease on its own.
-		}
+		token, runs, claim = claimRuns(tokens)
 	}
-	rows, err := d.pool.Query(ctx, d.q.ack, pgUUIDs(ids), pgUUIDs(tokens))
+	if claim {
+		// The log mode, the members of one claim: settled with one row
+		// when they are all of it ("*"), else as log_ack settles.
+		rows, err = d.pool.Query(ctx, d.q.ackClaim, token, runs, pgUUIDs(ids), pgUUIDs(tokens))
+	} else {
+		rows, err = d.pool.Query(ctx, d.q.ack, pgUUIDs(ids), pgUUIDs(tokens))
+	}
 	if err != nil {
 		return nil, mapErr(ctx, "ack", err)
 	}
 	deleted := make(map[string]bool, len(ids))
+	whole := false
 	var id string
 	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+		if id == "*" {
+			whole = true
+		}
 		deleted[id] = true
 		return nil
 	}); err != nil {
 		return nil, mapErr(ctx, "ack", err)
+	}
+	if whole {
+		return errs, nil
 	}
 	for i, r := range refs {
 		if errs[i] != nil {

@@ -247,13 +247,15 @@ BEGIN
     SELECT s.id::text FROM s;
 END $$;
 
--- log_ack_claim settles a whole claim with one row, when p_runs are its
--- runs (the driver computes them from the members' receipts), before its
--- deadline, and no member was settled or extended alone; it returns
--- whether it did. Otherwise nothing changes and the driver calls log_ack.
--- The ids are not sent: a dedup key held by a member is found from the
--- claim, and only when the queue holds a key at all.
-CREATE FUNCTION {{schema}}.log_ack_claim(p_token uuid, p_runs bigint[]) RETURNS boolean
+-- log_ack_claim is log_ack for refs that the driver found to be members
+-- of one claim, each once, p_runs being the runs of their positions: when
+-- those are the claim's runs, before its deadline, and no member was
+-- settled or extended alone, one settlement row ends the claim and the
+-- result is the one row '*' (every ref acked). Otherwise it is log_ack's.
+-- A dedup key held by a member is found from the claim, and only when the
+-- queue holds a key at all.
+CREATE FUNCTION {{schema}}.log_ack_claim(p_token uuid, p_runs bigint[], p_ids uuid[], p_tokens uuid[])
+RETURNS SETOF text
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     k     {{schema}}.log_claims%ROWTYPE;
@@ -264,7 +266,8 @@ BEGIN
     IF NOT FOUND OR k.deadline <= clock_timestamp() OR k.runs <> p_runs
         OR EXISTS (SELECT FROM {{schema}}.log_settles s WHERE s.token = p_token)
         OR EXISTS (SELECT FROM {{schema}}.log_leases x WHERE x.token = p_token) THEN
-        RETURN false;
+        RETURN QUERY SELECT * FROM {{schema}}.log_ack(p_ids, p_tokens);
+        RETURN;
     END IF;
     SELECT s.cur INTO v_gen FROM {{schema}}.log_state s;
     INSERT INTO {{schema}}.log_settles (gen, queue, id, token, kind) VALUES (v_gen, k.queue, NULL, p_token, 'a');
@@ -272,7 +275,7 @@ BEGIN
         DELETE FROM {{schema}}.log_dedup d WHERE d.queue = k.queue
             AND d.id IN (SELECT u.id FROM {{schema}}.log_members(k.queue, k.runs) u);
     END IF;
-    RETURN true;
+    RETURN NEXT '*';
 END $$;
 
 -- log_receive leases up to p_max messages of the queue for p_lease_us
