@@ -519,6 +519,11 @@ BEGIN
     END IF;
     v_kchanged := false;
     v_ticks := 0;
+    -- A stream without a row has nothing to read, and no batch need be
+    -- kept for it: one index probe instead of two batch reads. (A
+    -- subscription's own stream, which holds only its retries, is empty
+    -- nearly always.)
+    CONTINUE WHEN NOT EXISTS (SELECT FROM {{schema}}.log_messages x WHERE x.queue = v_stream);
 
     -- The batches: rows visible in snapshot hi and not in lo, by (txid,
     -- pos). Not visible in lo means txid in xip(lo) or txid >= xmax(lo):
@@ -535,6 +540,8 @@ BEGIN
             v_limit := p_max - v_n;
             v_got := 0;
             v_xipart := cardinality(v_xip) > 0 AND k.ctxid < v_lox;
+            -- An earlier call read the batch to its end (below).
+            EXIT WHEN NOT v_xipart AND k.ctxid >= v_hix;
             IF NOT v_xipart AND k.ctxid < v_lox THEN
                 -- Past the in-progress part: the range part starts at
                 -- xmax(lo). The row comparison alone then positions the
@@ -635,7 +642,15 @@ BEGIN
                 v_done := false;
                 EXIT;
             END IF;
-            EXIT WHEN NOT v_xipart; -- batch read to its end
+            IF NOT v_xipart THEN
+                -- The batch is read to its end. The cursor says so (its
+                -- place is past every row the batch can hold: they all
+                -- have txids below xmax(hi)), so that the next call does
+                -- not read the batch again to find it empty.
+                k.ctxid := v_hix;
+                k.cpos := 0;
+                EXIT;
+            END IF;
             -- The xip part is read: go on after it.
             k.ctxid := v_lox;
             k.cpos := 0;
