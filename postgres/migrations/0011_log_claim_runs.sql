@@ -523,7 +523,15 @@ BEGIN
     -- kept for it: one index probe instead of two batch reads. (A
     -- subscription's own stream, which holds only its retries, is empty
     -- nearly always.)
-    CONTINUE WHEN NOT EXISTS (SELECT FROM {{schema}}.log_messages x WHERE x.queue = v_stream);
+    -- (Per partition, each an ordered index scan that stops at its first
+    -- row: over the parent the plan was a bitmap of every row of the
+    -- stream, 4.5 ms for 121,000 of them.)
+    CONTINUE WHEN NOT EXISTS (
+        (SELECT FROM {{schema}}.log_messages_0 x WHERE x.queue = v_stream ORDER BY x.txid, x.pos LIMIT 1)
+        UNION ALL
+        (SELECT FROM {{schema}}.log_messages_1 x WHERE x.queue = v_stream ORDER BY x.txid, x.pos LIMIT 1)
+        UNION ALL
+        (SELECT FROM {{schema}}.log_messages_2 x WHERE x.queue = v_stream ORDER BY x.txid, x.pos LIMIT 1));
 
     -- The batches: rows visible in snapshot hi and not in lo, by (txid,
     -- pos). Not visible in lo means txid in xip(lo) or txid >= xmax(lo):
