@@ -397,3 +397,38 @@ func TestLogFunctionsNoJIT(t *testing.T) {
 		t.Errorf("%d log mode functions turn JIT off (%v); want all of them, at least 10", n, err)
 	}
 }
+
+// TestLogClaimExtendedMemberOutlivesClaim: a member extended alone keeps its
+// lease after rotation has left its claim behind (the claim had no other
+// live member): its receipt still extends and acks it. (Fencing looked for
+// the claim first, and a worker's heartbeat lost the lease at the claim's
+// deadline.)
+func TestLogClaimExtendedMemberOutlivesClaim(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	enqueueN(t, c, "outlive", 1)
+	d := receiveOneLog(t, c, "outlive", 10*time.Second)
+	if err := d.Extend(ctx, 20*time.Second); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	// Rotation runs only while something is written.
+	for logRows(t, pool, schema, "log_claims", "outlive") > 0 {
+		if _, err := c.Enqueue(ctx, "outlive-other", fila.Message{Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("rotation never dropped the claim of the extended member")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := d.Extend(ctx, 20*time.Second); err != nil {
+		t.Fatalf("Extend after the claim was rotated away: %v", err)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatalf("Ack after the claim was rotated away: %v", err)
+	}
+}

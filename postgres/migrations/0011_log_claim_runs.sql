@@ -115,9 +115,10 @@ DECLARE
     v_id  uuid;
     v_att integer;
 BEGIN
-    IF v_pos IS NULL THEN
-        SELECT * INTO l FROM {{schema}}.log_leases x WHERE x.token = p_token AND x.id = p_id LIMIT 1;
-    END IF;
+    -- A lease row under the token: a lease of its own, or a claim member's
+    -- extension, which outlives its claim when rotation leaves the claim
+    -- behind (no member of it is live but through its extension).
+    SELECT * INTO l FROM {{schema}}.log_leases x WHERE x.token = v_tok AND x.id = p_id LIMIT 1;
     IF l.pos IS NULL THEN
         SELECT * INTO k FROM {{schema}}.log_claims x WHERE x.token = v_tok LIMIT 1;
         IF NOT FOUND THEN
