@@ -97,6 +97,15 @@ type Driver struct {
 	sleeping atomic.Int64
 	// claims counts claim statements run (for tests and diagnostics).
 	claims atomic.Int64
+	// sizes remembers how many members each claim this driver received
+	// returned (log mode), so that the ack of all of them is short.
+	sizes claimSizes
+	// skipped counts claims a receive did not run, the queue being quiet
+	// (for tests and diagnostics).
+	skipped atomic.Int64
+	// wholeAcks counts claims settled by log_ack_whole (for tests and
+	// diagnostics).
+	wholeAcks atomic.Int64
 	// mode is ModeSkipLocked or ModeLog.
 	mode string
 	// retention is Options.TopicRetention.

@@ -25,6 +25,14 @@ var ChannelName = channelName
 // Claims returns how many claim statements d has run.
 func Claims(d *Driver) int64 { return d.claims.Load() }
 
+// Skipped returns how many claims d's receives did not run, their queue
+// being quiet.
+func Skipped(d *Driver) int64 { return d.skipped.Load() }
+
+// WholeAcks returns how many claims d settled from their token and runs
+// alone (log_ack_whole).
+func WholeAcks(d *Driver) int64 { return d.wholeAcks.Load() }
+
 // ClaimSQL and AckSQL return d's claim and ack statements.
 func ClaimSQL(d *Driver) string { return d.q.claim }
 

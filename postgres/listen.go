@@ -30,8 +30,105 @@ const listenerDownPoll = time.Second
 type waiters struct {
 	mu sync.Mutex
 	m  map[string][]*waiter
+	// quiet holds, per queue, the mark of its latest claim (see quietMark).
+	quiet map[string]*quietMark
 	// listening is true while the LISTEN connection is up.
 	listening atomic.Bool
+}
+
+// quietMark is set as a claim of a queue starts; a notification of the
+// queue (or a LISTEN reconnect) clears clean. When the claim took less than
+// it could, it sets due (zero: nothing due) and the mark stays: until a
+// notification comes or due passes, another claim would find nothing, and a
+// receive waits without one (quietWait). A claim that filled up, failed or
+// started while the listener was down removes it.
+//
+// Every message a claim does not see was committed after its snapshot, so
+// its notification, sent after that commit, comes after the claim started;
+// leases that expire and timers that come due are in due.
+type quietMark struct {
+	clean bool
+	set   bool // due is set: the claim ended
+	due   time.Time
+}
+
+// claimStarting marks queue's claim as starting now and returns the mark,
+// or nil when the listener is down.
+func (w *waiters) claimStarting(queue string) *quietMark {
+	if !w.listening.Load() {
+		return nil
+	}
+	m := &quietMark{clean: true}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.quiet == nil {
+		w.quiet = map[string]*quietMark{}
+	}
+	w.quiet[queue] = m
+	return m
+}
+
+// claimEnded records the end of the claim that set m: with quiet, the
+// claim took less than it could, and due is the queue's next due time
+// (zero for none); else the mark goes. A later claim's mark is left alone.
+func (w *waiters) claimEnded(queue string, m *quietMark, quiet bool, due time.Time) {
+	if m == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.quiet[queue] != m {
+		return
+	}
+	if !quiet || !w.listening.Load() {
+		delete(w.quiet, queue)
+		return
+	}
+	m.set, m.due = true, due
+}
+
+// quietWait reports whether a claim of queue now would find nothing, and
+// then how long until its next due time (0: none known).
+func (w *waiters) quietWait(queue string, now time.Time) (time.Duration, bool) {
+	if !w.listening.Load() {
+		return 0, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.quiet[queue]
+	if m == nil || !m.clean || !m.set {
+		return 0, false
+	}
+	if m.due.IsZero() {
+		return 0, true
+	}
+	if !now.Before(m.due) {
+		return 0, false
+	}
+	return m.due.Sub(now), true
+}
+
+// noisy clears the mark of queue: something may make a claim find a
+// message without a notification (a lease made shorter).
+func (w *waiters) noisy(queue string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.noisyLocked(queue)
+}
+
+// noisyLocked clears the marks of queue (a notification), or of every queue
+// (queue "": the listener reconnected, and notifications may be lost).
+// Call with mu held.
+func (w *waiters) noisyLocked(queue string) {
+	if queue == "" {
+		for _, m := range w.quiet {
+			m.clean = false
+		}
+		return
+	}
+	if m := w.quiet[queue]; m != nil {
+		m.clean = false
+	}
 }
 
 // waiter is one registered receive; ch holds at most one pending wake-up.
@@ -81,6 +178,7 @@ func (w *waiters) leave(queue string, wt *waiter, passOn bool) {
 func (w *waiters) wake(queue string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.noisyLocked(queue)
 	w.wakeOneLocked(w.m[queue])
 }
 
@@ -99,6 +197,7 @@ func (w *waiters) wakeOneLocked(list []*waiter) {
 func (w *waiters) wakeAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.noisyLocked("")
 	for _, list := range w.m {
 		for _, wt := range list {
 			select {

@@ -142,6 +142,11 @@ func TestLogClaimExtendedMember(t *testing.T) {
 	if err := c.AckBatch(ctx, batch); !errors.Is(err, fila.ErrLeaseLost) {
 		t.Fatalf("AckBatch with one lost member: %v, want ErrLeaseLost for it", err)
 	}
+	// All the members the receive returned, but one has a lease of its
+	// own: not settled as a whole.
+	if n := postgres.WholeAcks(c.Driver().(*postgres.Driver)); n != 0 {
+		t.Errorf("%d claims settled whole; want none (a member was extended alone)", n)
+	}
 	// The two others are settled; the redelivery alone is leased.
 	if st, err := c.QueueStats(ctx, "extended"); err != nil || st.Leased != 1 || st.Ready != 0 {
 		t.Errorf("QueueStats after the batch ack: %+v, %v; want only the redelivery leased", st, err)
@@ -280,6 +285,10 @@ func TestLogClaimRuns(t *testing.T) {
 	}
 	if n := logRows(t, pool, schema, "log_settles", "runs"); n != 1 {
 		t.Errorf("acking the whole claim wrote %d settlement rows, want 1", n)
+	}
+	// From its token and runs alone.
+	if n := postgres.WholeAcks(c.Driver().(*postgres.Driver)); n != 1 {
+		t.Errorf("%d claims settled by log_ack_whole; want 1", n)
 	}
 }
 

@@ -112,6 +112,7 @@ RETURNING id::text`
 	q.nextDue = `SELECT NULLIF(current_setting('fila.next_due', true), '')::int8 WHERE $1::text IS NOT NULL`
 	q.ack = r.Replace(`SELECT * FROM {{s}}.log_ack($1::uuid[], $2::uuid[])`)
 	q.ackClaim = r.Replace(`SELECT * FROM {{s}}.log_ack_claim($1::uuid, $2::int8[], $3::uuid[], $4::uuid[])`)
+	q.ackWhole = r.Replace(`SELECT {{s}}.log_ack_whole($1::uuid, $2::int8[])`)
 	q.retry = r.Replace(`SELECT pg_notify($5, q) FROM {{s}}.log_retry($1::uuid, $2::uuid, $3, $4) AS q`)
 	q.dead = r.Replace(`SELECT 1 FROM {{s}}.log_bury($1::uuid, $2::uuid, $3, $4)`)
 	q.extend = r.Replace(`SELECT * FROM {{s}}.log_extend($1::uuid, $2::uuid, $3)`)

@@ -44,21 +44,45 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		}
 	}()
 	woken := false
+	// The previous claim of the queue took less than it could, and no
+	// notification came since, nor is anything due: a claim now would find
+	// nothing (quietMark). Wait instead.
+	quiet, skip := d.waiters.quietWait(queue, time.Now())
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err // before a claim is sent: nothing to complete
 		}
-		var next *int64
-		ds, err := d.claim(ctx, d.q.claim, queue, p, false, &next)
-		if err != nil {
-			passOn = woken // let another receive use the wake-up
-			return nil, err
+		var wait time.Duration
+		if skip {
+			skip = false
+			d.skipped.Add(1)
+			wait = max(d.poll, minWait)
+			if quiet > 0 {
+				wait = min(wait, quiet+time.Millisecond)
+			}
+		} else {
+			var next *int64
+			mark := d.waiters.claimStarting(queue)
+			ds, err := d.claim(ctx, d.q.claim, queue, p, false, &next)
+			if err != nil {
+				d.waiters.claimEnded(queue, mark, false, time.Time{})
+				passOn = woken // let another receive use the wake-up
+				return nil, err
+			}
+			var due time.Time
+			if next != nil {
+				due = time.Now().Add(time.Duration(*next) * time.Microsecond)
+			}
+			// Less than it could take, and a due time known when there
+			// may be one (the skip-locked mode's claim tells it always,
+			// the log mode's when it took less than p.Max).
+			d.waiters.claimEnded(queue, mark, len(ds) < p.Max && (next != nil || len(ds) == 0), due)
+			if len(ds) > 0 {
+				passOn = len(ds) == p.Max // more may be waiting
+				return ds, nil
+			}
+			wait = d.nextWait(next)
 		}
-		if len(ds) > 0 {
-			passOn = len(ds) == p.Max // more may be waiting
-			return ds, nil
-		}
-		wait := d.nextWait(next)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		} else {
@@ -140,6 +164,9 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.Kind, &c.Body, &headers, &c.EnqueuedAt, &att, &maxAtt,
 		&c.DedupKey, &c.Receipt, &c.Deadline, &c.LastError, &c.was}, func() error {
 		c.Attempt, c.MaxAttempts = int(att), int(maxAtt)
+		if len(c.Receipt) < 36 {
+			c.Receipt = memberReceipt(c.Receipt)
+		}
 		if strings.HasPrefix(c.ID, "~") {
 			// The log mode's topic row, read by subscription queue: the
 			// copy's id is computed here, where it costs a tenth of what
@@ -186,6 +213,9 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 			ds[i].RunAt = out[i].was
 		}
 	}
+	if d.q.ackWhole != "" {
+		d.noteClaims(ds)
+	}
 	return ds, nil
 }
 
@@ -208,4 +238,33 @@ func (d *Driver) nextWait(us *int64) time.Duration {
 		wait = min(wait, time.Duration(*us)*time.Microsecond+time.Millisecond)
 	}
 	return wait
+}
+
+// noteClaims records how many members of each claim ds holds (claimSizes).
+// A receive's members are of one claim; leases of their own (redeliveries,
+// timers) are not members.
+func (d *Driver) noteClaims(ds []backend.Delivery) {
+	type count struct {
+		key      [8]byte
+		n        int
+		deadline time.Time
+	}
+	var cs []count
+	for i := range ds {
+		key, ok := claimKey(ds[i].Receipt)
+		if !ok {
+			continue
+		}
+		j := 0
+		for j < len(cs) && cs[j].key != key {
+			j++
+		}
+		if j == len(cs) {
+			cs = append(cs, count{key: key, deadline: ds[i].Deadline})
+		}
+		cs[j].n++
+	}
+	for _, c := range cs {
+		d.sizes.add(c.key, c.n, c.deadline)
+	}
 }

@@ -45,6 +45,22 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 		token, runs, claim = claimRuns(tokens)
 	}
 	if claim {
+		// All the members a receive of this driver returned: the token and
+		// the runs say it, when nothing about the claim changed since.
+		key := [8]byte(token.Bytes[:8])
+		if d.sizes.whole(key, len(ids)) {
+			var whole bool
+			if err := d.pool.QueryRow(ctx, d.q.ackWhole, token, runs).Scan(&whole); err != nil {
+				return nil, mapErr(ctx, "ack", err)
+			}
+			d.sizes.forget(key)
+			if whole {
+				d.wholeAcks.Add(1)
+				return errs, nil
+			}
+		}
+	}
+	if claim {
 		// The log mode, the members of one claim: settled with one row
 		// when they are all of it ("*"), else as log_ack settles.
 		rows, err = d.pool.Query(ctx, d.q.ackClaim, token, runs, pgUUIDs(ids), pgUUIDs(tokens))
@@ -140,6 +156,10 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 	if err != nil {
 		return time.Time{}, mapErr(ctx, "extend", err)
 	}
+	// A lease made shorter may be due before the queue's quiet mark says:
+	// the next receive of the queue claims. (One blocked already wakes at
+	// the due time it knew, as before.)
+	d.waiters.noisy(ref.Queue)
 	return deadline, nil
 }
 

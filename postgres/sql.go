@@ -24,6 +24,9 @@ type statements struct {
 	// ackClaim settles a whole claim of the log mode at once (log_ack_claim;
 	// empty in the skip-locked mode).
 	ackClaim string
+	// ackWhole settles a whole claim from its token and runs alone
+	// (log_ack_whole; empty in the skip-locked mode).
+	ackWhole string
 	retry    string
 	dead     string
 	extend   string

@@ -87,6 +87,8 @@ func (d *Driver) TopicRewind(ctx context.Context, topic, queue string, to time.T
 	if !ok {
 		return backend.Invalidf("postgres: queue %q is not subscribed to topic %q: subscribe it first (TopicSubscribe), then rewind", queue, topic)
 	}
+	// The rows to read again are news to the subscription's receivers.
+	d.notifier.kick(queue)
 	return nil
 }
 

@@ -112,3 +112,26 @@ func claimRuns(receipts []string) (token pgtype.UUID, runs []int64, ok bool) {
 	}
 	return token, append(runs, pos[len(pos)-1]), true
 }
+
+// memberReceipt writes out the receipt of a claim member as the log mode's
+// receive returns it, its claim's first 19 characters ("xxxxxxxx-xxxx-
+// 0xxx-") and its position in hex, as the UUID it is: the position in the
+// last 8 bytes. Anything else is returned as it is.
+func memberReceipt(s string) string {
+	const prefix = 19
+	n := len(s) - prefix
+	if n < 1 || n > 16 {
+		return s
+	}
+	var b [36]byte
+	copy(b[:prefix], s[:prefix])
+	var h [16]byte
+	for i := range h {
+		h[i] = '0'
+	}
+	copy(h[16-n:], s[prefix:])
+	copy(b[prefix:prefix+4], h[:4])
+	b[prefix+4] = '-'
+	copy(b[prefix+5:], h[4:])
+	return string(b[:])
+}
