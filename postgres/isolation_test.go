@@ -139,8 +139,12 @@ func waitCopied(t *testing.T, pool *pgxpool.Pool, schema string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// Rotation skips while no position was taken since the last one
+		// (log_state.seen_pos): take one, as waitRotations does. Without
+		// it the copy waited for ever when waitRotations' last position
+		// was taken before the rotation it saw, which load made likely.
 		var copied bool
-		if err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT copied IS NOT NULL FROM %s.log_state`, schema)).Scan(&copied); err != nil {
+		if err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT copied IS NOT NULL FROM %[1]s.log_state, nextval('%[1]s.log_pos')`, schema)).Scan(&copied); err != nil {
 			t.Fatal(err)
 		}
 		if copied {
