@@ -441,3 +441,53 @@ func TestLogClaimExtendedMemberOutlivesClaim(t *testing.T) {
 		t.Fatalf("Ack after the claim was rotated away: %v", err)
 	}
 }
+
+// TestLogReceiveForOlderDrivers: log_receive, which drivers before schema
+// version 12 call, still returns member receipts as whole UUIDs (log_claim
+// returns them short, for the driver to write out), and those receipts
+// settle their members. An older driver running against the migrated
+// schema during an upgrade would otherwise lose every ack.
+func TestLogReceiveForOlderDrivers(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	enqueueN(t, c, "older", 3)
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT id, token FROM %s.log_receive('older', 10, 60000000)`, schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []backend.Ref
+	for rows.Next() {
+		var ref backend.Ref
+		if err := rows.Scan(&ref.ID, &ref.Receipt); err != nil {
+			t.Fatal(err)
+		}
+		ref.Queue = "older"
+		refs = append(refs, ref)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 3 {
+		t.Fatalf("log_receive returned %d rows, want 3", len(refs))
+	}
+	for _, ref := range refs {
+		if len(ref.Receipt) != 36 || ref.Receipt[8] != '-' || ref.Receipt[23] != '-' || ref.Receipt[14] != '0' {
+			t.Errorf("log_receive gave receipt %q; want a member's receipt written out as a UUID", ref.Receipt)
+		}
+	}
+	errs, err := c.Driver().Ack(ctx, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Errorf("ack of %s with receipt %s: %v", refs[i].ID, refs[i].Receipt, e)
+		}
+	}
+	if st, err := c.QueueStats(ctx, "older"); err != nil || st.Ready+st.Leased+st.Delayed != 0 {
+		t.Errorf("QueueStats after the acks: %+v, %v; want empty", st, err)
+	}
+}

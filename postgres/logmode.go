@@ -104,10 +104,13 @@ RETURNING id::text`
 	q.enqueueOne = r.Replace(insertOne)
 	q.enqueueOneDe = r.Replace(insertOneDedup)
 	q.holders = r.Replace(`SELECT key, id::text FROM {{s}}.log_dedup WHERE queue = $1 AND key = ANY($2::text[])`)
-	q.claim = r.Replace(`SELECT * FROM {{s}}.log_receive($1, $2, $3)`)
-	q.claimDelayed = r.Replace(`SELECT * FROM {{s}}.log_receive($1, $2, $3, true)`)
-	// log_receive leaves the next due time of a queue it found empty in a
-	// transaction-local setting: reading it costs nothing. The parameter
+	// log_claim (schema version 12) returns member receipts short, for
+	// claim to write out; log_receive, over it, is for older drivers.
+	q.claim = r.Replace(`SELECT * FROM {{s}}.log_claim($1, $2, $3)`)
+	q.claimDelayed = r.Replace(`SELECT * FROM {{s}}.log_claim($1, $2, $3, true)`)
+	// log_claim leaves the next due time of a queue it found less in than
+	// it could take in a transaction-local setting: reading it costs
+	// nothing. The parameter
 	// is unused but keeps the skip-locked statement's signature.
 	q.nextDue = `SELECT NULLIF(current_setting('fila.next_due', true), '')::int8 WHERE $1::text IS NOT NULL`
 	q.ack = r.Replace(`SELECT * FROM {{s}}.log_ack($1::uuid[], $2::uuid[])`)

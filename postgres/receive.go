@@ -265,6 +265,8 @@ func (d *Driver) noteClaims(ds []backend.Delivery) {
 		cs[j].n++
 	}
 	for _, c := range cs {
-		d.sizes.add(c.key, c.n, c.deadline)
+		if c.n > 1 { // a claim of one is acked by log_ack (claimRuns)
+			d.sizes.add(c.key, c.n, c.deadline)
+		}
 	}
 }

@@ -23,7 +23,7 @@ func TestPgUUID(t *testing.T) {
 	}
 }
 
-// TestMemberReceipt: a member's receipt as log_receive returns it (its
+// TestMemberReceipt: a member's receipt as log_claim returns it (its
 // claim's prefix and its position in hex) is written out as the UUID that
 // holds the position in its last 8 bytes; any other receipt is left alone.
 func TestMemberReceipt(t *testing.T) {

@@ -10,12 +10,13 @@
 -- answers false (a member was settled or extended alone, the deadline
 -- passed) log_ack with the refs.
 --
--- log_receive returns a member's receipt as its claim's prefix and its
--- position in hex, which the driver writes out as a UUID: lpad, left and
--- right over each row cost about a fifth of a receive of 1,000 on the
--- server. It also says when the queue's next lease deadline or timer is due
--- after any receive that took less than it could, not only after one that
--- took nothing.
+-- log_claim, the driver's receive from now on, returns a member's receipt
+-- as its claim's prefix and its position in hex, which the driver writes
+-- out as a UUID: lpad, left and right over each row cost about a fifth of a
+-- receive of 1,000 on the server. log_receive, which drivers of earlier
+-- versions call, returns it whole, over log_claim. log_claim also says when
+-- the queue's next lease deadline or timer is due after any receive that
+-- took less than it could, not only after one that took nothing.
 
 -- log_ack_whole ends claim p_token with one settlement row and returns true
 -- when p_runs are its runs, before its deadline, and no member of it was
@@ -42,7 +43,12 @@ BEGIN
     RETURN true;
 END $$;
 
--- log_receive leases up to p_max messages of the queue for p_lease_us
+-- log_claim is what log_receive was until version 12, returning a member's
+-- receipt short (see the top). log_receive stays, over it, for drivers of
+-- earlier versions that run against this schema during an upgrade: they
+-- hand receipts out as they get them, so they get them whole.
+--
+-- log_claim leases up to p_max messages of the queue for p_lease_us
 -- microseconds: first messages whose lease or claim expired unsettled
 -- (attempt + 1), then due timers, then the rows of the queue's batches in
 -- order, first its own stream's (enqueues, retries, replays), then each
@@ -50,10 +56,9 @@ END $$;
 -- the batches are leased together by one log_claims row; the others get a
 -- log_leases row each. A batch row whose run-at is ahead becomes a timer.
 -- The last column is the due time the message had before this lease.
-CREATE OR REPLACE FUNCTION {{schema}}.log_receive(p_queue text, p_max integer, p_lease_us bigint, p_early boolean DEFAULT false)
+CREATE FUNCTION {{schema}}.log_claim(p_queue text, p_max integer, p_lease_us bigint, p_early boolean DEFAULT false)
 RETURNS TABLE (id text, kind text, body bytea, headers json, enqueued_at timestamptz, attempts integer,
     max_attempts integer, dedup_key text, token text, deadline timestamptz, last_error text, was timestamptz)
--- (CREATE OR REPLACE sets the settings it names: no JIT, as version 11 set.)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
@@ -531,3 +536,16 @@ BEGIN
     END IF;
 END $$;
 
+-- log_receive is log_claim with every receipt a whole UUID, as drivers
+-- before version 12 expect.
+CREATE OR REPLACE FUNCTION {{schema}}.log_receive(p_queue text, p_max integer, p_lease_us bigint, p_early boolean DEFAULT false)
+RETURNS TABLE (id text, kind text, body bytea, headers json, enqueued_at timestamptz, attempts integer,
+    max_attempts integer, dedup_key text, token text, deadline timestamptz, last_error text, was timestamptz)
+LANGUAGE sql AS $$
+    SELECT r.id, r.kind, r.body, r.headers, r.enqueued_at, r.attempts, r.max_attempts, r.dedup_key,
+        CASE WHEN length(r.token) < 36
+            THEN left(r.token, 19) || left(lpad(substr(r.token, 20), 16, '0'), 4) || '-' || right(lpad(substr(r.token, 20), 16, '0'), 12)
+            ELSE r.token END,
+        r.deadline, r.last_error, r.was
+    FROM {{schema}}.log_claim(p_queue, p_max, p_lease_us, p_early) r
+$$;
