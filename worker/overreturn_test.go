@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fila-go/fila"
@@ -11,11 +12,24 @@ import (
 )
 
 // overDriver claims two more messages than it is asked for, as the
-// PostgreSQL log mode once did after a late commit.
-type overDriver struct{ backend.Driver }
+// PostgreSQL log mode once did after a late commit, in its first
+// overReturns receives. The extra deliveries are given back, and each
+// counts as an attempt (contract: attempts count every delivery): a driver
+// that over-returned at every receive could, as scheduling falls, give one
+// message back until its attempts ran out, and it was dead-lettered
+// instead of run. Four receives give back at most eight deliveries, under
+// the default 10 attempts.
+type overDriver struct {
+	backend.Driver
+	left *atomic.Int32
+}
+
+const overReturns = 4
 
 func (d overDriver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
-	p.Max += 2
+	if d.left.Add(-1) >= 0 {
+		p.Max += 2
+	}
 	return d.Driver.Receive(ctx, queue, p)
 }
 
@@ -26,7 +40,9 @@ func (d overDriver) Receive(ctx context.Context, queue string, p backend.Receive
 // blocked on its full slots forever, running no job and ignoring its
 // context (issue 38).
 func TestDriverOverReturning(t *testing.T) {
-	c := clientOver(t, overDriver{memory.NewBroker(memory.BrokerOptions{}).Open()})
+	left := new(atomic.Int32)
+	left.Store(overReturns)
+	c := clientOver(t, overDriver{memory.NewBroker(memory.BrokerOptions{}).Open(), left})
 	q := newQueue(t, c)
 	const n = 60
 	enqueueJobs(t, c, q, n)
