@@ -64,14 +64,3 @@ func (c *claimSizes) forget(key [8]byte) {
 	delete(c.m, key)
 	c.mu.Unlock()
 }
-
-// claimKey returns the claim a member receipt belongs to: the first 8
-// bytes its claim's token and it share, and whether r is a member's receipt
-// (a UUID whose version nibble is 0).
-func claimKey(r string) ([8]byte, bool) {
-	u := pgUUID(r)
-	if !u.Valid || u.Bytes[6] >= 16 {
-		return [8]byte{}, false
-	}
-	return [8]byte(u.Bytes[:8]), true
-}

@@ -251,7 +251,7 @@ func (d *Driver) noteClaims(ds []backend.Delivery) {
 	}
 	var cs []count
 	for i := range ds {
-		key, ok := claimKey(ds[i].Receipt)
+		key, _, ok := memberOf(ds[i].Receipt)
 		if !ok {
 			continue
 		}

@@ -82,17 +82,16 @@ func claimRuns(receipts []string) (token pgtype.UUID, runs []int64, ok bool) {
 	}
 	pos := make([]int64, len(receipts))
 	for i, r := range receipts {
-		u := pgUUID(r)
-		if !u.Valid || u.Bytes[6] >= 16 {
+		key, p, ok := memberOf(r)
+		if !ok {
 			return token, nil, false
 		}
 		if i == 0 {
-			token = u
-			clear(token.Bytes[8:])
-		} else if [8]byte(u.Bytes[:8]) != [8]byte(token.Bytes[:8]) {
+			copy(token.Bytes[:8], key[:])
+			token.Valid = true
+		} else if key != [8]byte(token.Bytes[:8]) {
 			return token, nil, false
 		}
-		p := binary.BigEndian.Uint64(u.Bytes[8:])
 		if p >= 1<<62 {
 			return token, nil, false // no position: log_ack reports it
 		}
@@ -111,6 +110,17 @@ func claimRuns(receipts []string) (token pgtype.UUID, runs []int64, ok bool) {
 		}
 	}
 	return token, append(runs, pos[len(pos)-1]), true
+}
+
+// memberOf reports whether r is the receipt of a claim member (a UUID whose
+// version nibble is 0), and then returns the first 8 bytes its claim's token
+// and it share, and its position.
+func memberOf(r string) (key [8]byte, pos uint64, ok bool) {
+	u := pgUUID(r)
+	if !u.Valid || u.Bytes[6] >= 16 {
+		return key, 0, false
+	}
+	return [8]byte(u.Bytes[:8]), binary.BigEndian.Uint64(u.Bytes[8:]), true
 }
 
 // memberReceipt writes out the receipt of a claim member as the log mode's

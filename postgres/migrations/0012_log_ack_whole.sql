@@ -43,6 +43,19 @@ BEGIN
     RETURN true;
 END $$;
 
+-- log_ack_claim keeps its signature for drivers of version 11 and settles
+-- through log_ack_whole, so that the whole-claim rule is written once.
+CREATE OR REPLACE FUNCTION {{schema}}.log_ack_claim(p_token uuid, p_runs bigint[], p_ids uuid[], p_tokens uuid[])
+RETURNS SETOF text
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $$
+BEGIN
+    IF {{schema}}.log_ack_whole(p_token, p_runs) THEN
+        RETURN NEXT '*';
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM {{schema}}.log_ack(p_ids, p_tokens);
+END $$;
+
 -- log_claim is what log_receive was until version 12, returning a member's
 -- receipt short (see the top). log_receive stays, over it, for drivers of
 -- earlier versions that run against this schema during an upgrade: they
