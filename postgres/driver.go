@@ -103,6 +103,8 @@ type Driver struct {
 	// skipped counts claims a receive did not run, the queue being quiet
 	// (for tests and diagnostics).
 	skipped atomic.Int64
+	// copyPublishes counts publishes written by COPY (for tests).
+	copyPublishes atomic.Int64
 	// wholeAcks counts claims settled by log_ack_whole (for tests and
 	// diagnostics).
 	wholeAcks atomic.Int64

@@ -29,6 +29,9 @@ func Claims(d *Driver) int64 { return d.claims.Load() }
 // being quiet.
 func Skipped(d *Driver) int64 { return d.skipped.Load() }
 
+// CopyPublishes returns how many publishes d wrote by COPY.
+func CopyPublishes(d *Driver) int64 { return d.copyPublishes.Load() }
+
 // WholeAcks returns how many claims d settled from their token and runs
 // alone (log_ack_whole).
 func WholeAcks(d *Driver) int64 { return d.wholeAcks.Load() }

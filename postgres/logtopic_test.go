@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -440,5 +441,102 @@ func TestLogTopicDedupKey(t *testing.T) {
 		if d := receiveOneLog(t, c, q, 10*time.Second); string(d.Body) != want {
 			t.Errorf("%s holds %q, want %q (the key keeps the pending copy)", q, d.Body, want)
 		}
+	}
+}
+
+// TestLogPublishByCopy: a batch large enough to be written by COPY is
+// stored as the publish statement stores a small one: every field, headers
+// and empty bodies included, reaches each subscription byte for byte, in
+// order, and a delay counts from the server's now().
+func TestLogPublishByCopy(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := openLog(t, schema, time.Minute)
+	drv := c.Driver().(*postgres.Driver)
+	subs := []string{"copy.a", "copy.b"}
+	for _, q := range subs {
+		if err := c.TopicSubscribe(ctx, "copied", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := func(n int, tag string) []fila.Message {
+		msgs := make([]fila.Message, n)
+		for i := range msgs {
+			msgs[i] = fila.Message{Kind: fmt.Sprintf("%s.%d", tag, i), Body: []byte(fmt.Sprintf("\x00%s body %d\xff", tag, i)), MaxAttempts: 1 + i%4}
+			if i%3 == 0 {
+				msgs[i].Headers = map[string]string{"i": fmt.Sprint(i), "quote": `"{}\`, "ü": "ß"}
+			}
+		}
+		msgs[1].Body = []byte{}
+		return msgs
+	}
+	before := postgres.CopyPublishes(drv)
+	big := batch(40, "big")
+	big = append(big, fila.Message{Kind: "later", Body: []byte("x"), Delay: time.Hour})
+	res, err := c.PublishBatch(ctx, "copied", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := postgres.CopyPublishes(drv) - before; n != 1 {
+		t.Fatalf("a publish of %d wrote %d times by COPY, want once", len(big), n)
+	}
+	small := batch(3, "small")
+	res2, err := c.PublishBatch(ctx, "copied", small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := postgres.CopyPublishes(drv) - before; n != 1 {
+		t.Fatalf("a publish of 3 was written by COPY")
+	}
+	sent := append(slices.Clone(big[:len(big)-1]), small...)
+	ids := append(slices.Clone(res.IDs[:len(big)-1]), res2.IDs...)
+	for _, q := range subs {
+		got := receiveAll(t, c, q, len(sent), 30*time.Second)
+		for i, m := range sent {
+			d := got[backend.CopyID(ids[i], q)]
+			switch {
+			case d == nil:
+				t.Errorf("%s: %s (%s) not received", q, ids[i], m.Kind)
+			case d.Kind != m.Kind || !bytes.Equal(d.Body, m.Body) || d.Body == nil || d.MaxAttempts != m.MaxAttempts || d.Attempt != 1:
+				t.Errorf("%s: got kind %q body %q max %d attempt %d; want %q %q %d 1", q, d.Kind, d.Body, d.MaxAttempts, d.Attempt, m.Kind, m.Body, m.MaxAttempts)
+			case !maps.Equal(d.Headers, m.Headers):
+				t.Errorf("%s: %s headers %v, want %v", q, m.Kind, d.Headers, m.Headers)
+			}
+		}
+	}
+	// Rows in publish order, and the delayed one due an hour after the
+	// transaction's now() (the row's txid says which transaction).
+	var ordered bool
+	var due time.Duration
+	var nulls int
+	err = pool.QueryRow(ctx, fmt.Sprintf(`SELECT
+		(SELECT array_agg(id ORDER BY pos) FROM %[1]s.log_messages WHERE queue = '~t:copied' AND kind <> 'later')::text[] = $1::text[],
+		(SELECT extract(epoch FROM run_at - enqueued_at) * 1e6 FROM %[1]s.log_messages WHERE kind = 'later')::int8,
+		(SELECT count(*) FROM %[1]s.log_messages WHERE queue = '~t:copied' AND headers IS NULL)`, schema),
+		ids).Scan(&ordered, &due, &nulls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ordered {
+		t.Error("the stream's rows are not in publish order")
+	}
+	want := 0
+	for _, m := range big {
+		if len(m.Headers) == 0 {
+			want++
+		}
+	}
+	for _, m := range small {
+		if len(m.Headers) == 0 {
+			want++
+		}
+	}
+	if nulls != want {
+		t.Errorf("%d rows without headers store NULL, want %d (no JSON null)", nulls, want)
+	}
+	if due *= time.Microsecond; due < time.Hour-5*time.Second || due > time.Hour+5*time.Second {
+		t.Errorf("the delayed row is due %v after its enqueue, want an hour", due)
 	}
 }

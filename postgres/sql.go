@@ -54,6 +54,7 @@ type statements struct {
 	rewind      string // log mode only
 	unsubscribe string // log mode only
 	publish     string // log mode only
+	publishHead string // log mode only: a COPY publish's subscriptions, generation and now()
 	lag         string // log mode only
 }
 
