@@ -119,8 +119,10 @@ type Harness struct {
 	Lease time.Duration
 
 	// RedeliveryBound is how long after a lease deadline, a retry delay or a
-	// run-at the message must be receivable again; default 3s. Drivers whose
-	// blocked receivers poll set it to their poll interval plus a margin.
+	// run-at the message must be receivable again, beyond what a Receive of
+	// a message already waiting, started at that moment, takes; default 3s.
+	// Drivers whose blocked receivers poll set it to their poll interval
+	// plus a margin.
 	RedeliveryBound time.Duration
 
 	// WakeupBound is how soon a Receive blocked on an empty queue must return

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,20 +38,47 @@ func (s *suite) newPacer(t *testing.T) *pacer {
 	return p
 }
 
-// start receives the waiting message now; the channel gets how long that
-// took.
-func (p *pacer) start(t *testing.T) <-chan time.Duration {
-	took := make(chan time.Duration, 1)
-	ctx := ctxTimeout(t, 30*time.Second)
+// pace is one measure of the pacer: how long its Receive took, or why it
+// failed. The pacer's goroutine never touches t, so a test that stops early
+// (t.Fatal) leaves nothing to report after its end.
+type pace struct {
+	took time.Duration
+	err  error
+}
+
+// start receives the waiting message now; took reads the measure.
+func (p *pacer) start(t *testing.T) <-chan pace {
+	return p.startAt(t, time.Now())
+}
+
+// startAt receives the waiting message at when (now, if it has passed);
+// took reads the measure.
+func (p *pacer) startAt(t *testing.T, when time.Time) <-chan pace {
+	res := make(chan pace, 1)
+	ctx := ctxTimeout(t, time.Until(when)+30*time.Second)
 	go func() {
+		if wait := time.Until(when); wait > 0 {
+			time.Sleep(wait) // the moment to measure, not a wait for a condition
+		}
 		at := time.Now()
 		ds, err := p.c.Receive(ctx, p.q, fila.ReceiveParams{Max: 1, Lease: time.Minute})
-		if err != nil || len(ds) != 1 {
-			t.Errorf("the pacer's Receive of a waiting message: %d deliveries, %v", len(ds), err)
+		if err == nil && len(ds) != 1 {
+			err = fmt.Errorf("%d deliveries, want 1", len(ds))
 		}
-		took <- time.Since(at)
+		res <- pace{time.Since(at), err}
 	}()
-	return took
+	return res
+}
+
+// took waits for the measure started on ch, failing t if the pacer's
+// Receive failed.
+func (p *pacer) took(t *testing.T, ch <-chan pace) time.Duration {
+	t.Helper()
+	r := <-ch
+	if r.err != nil {
+		t.Errorf("the pacer's Receive of a waiting message: %v", r.err)
+	}
+	return r.took
 }
 
 // checkWakeUp fails t when a receiver that returned lat after the waking
@@ -61,6 +89,19 @@ func (s *suite) checkWakeUp(t *testing.T, what string, lat, took time.Duration) 
 	if lat-took > s.h.WakeupBound {
 		t.Errorf("blocked Receive returned %v after the %s, %v more than a Receive of a waiting message started then; WakeupBound is %v",
 			lat, what, lat-took, s.h.WakeupBound)
+	}
+}
+
+// checkLate fails t when a message due at some moment arrived late after
+// it, more than RedeliveryBound beyond what a Receive of a waiting message,
+// started at that moment, took (took): a server stalled for seconds delays
+// both alike, while a driver that misses the due time waits for its poll
+// interval whatever the server does.
+func (s *suite) checkLate(t *testing.T, what string, late, took time.Duration) {
+	t.Helper()
+	if late-took > s.h.RedeliveryBound {
+		t.Errorf("%s %v late, %v more than a Receive of a waiting message started when it was due; RedeliveryBound is %v",
+			what, late, late-took, s.h.RedeliveryBound)
 	}
 }
 
@@ -104,7 +145,7 @@ func (s *suite) testWakeUp(t *testing.T) {
 	sent := time.Now()
 	paced := pc.start(t)
 	r := <-res
-	took := <-paced
+	took := pc.took(t, paced)
 	if r.err != nil {
 		t.Fatalf("blocked Receive: %v", r.err)
 	}
@@ -149,7 +190,7 @@ func (s *suite) testReleaseWakesOthers(t *testing.T) {
 	released := time.Now()
 	paced := pc.start(t)
 	r := <-res
-	took := <-paced
+	took := pc.took(t, paced)
 	if r.err != nil {
 		t.Fatalf("blocked Receive: %v (a message released from an hour-long lease must come back at once)", r.err)
 	}
