@@ -540,3 +540,95 @@ func TestLogPublishByCopy(t *testing.T) {
 		t.Errorf("the delayed row is due %v after its enqueue, want an hour", due)
 	}
 }
+
+// TestLogClaimInProgressPartByIndex: the part of a batch that was in
+// progress in its lo snapshot is read by index, one transaction at a time,
+// not by a scan of the stream from the cursor. Until schema version 13 the
+// claim after a late commit fetched every row the topic's stream held (here
+// the 2,000 consumed ones), which under concurrent publishes was most of a
+// fan-out's server time.
+func TestLogClaimInProgressPartByIndex(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	c := openLog(t, schema, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topic, sub, old = "xip", "xip-sub", 2000
+	if err := c.TopicSubscribe(ctx, topic, sub); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]fila.Message, old)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "k", Body: []byte("old")}
+	}
+	if _, err := c.PublishBatch(ctx, topic, msgs); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < old; {
+		ds, err := c.Receive(ctx, sub, fila.ReceiveParams{Max: 1000, Lease: time.Minute})
+		if err != nil {
+			t.Fatalf("Receive after %d of %d: %v", n, old, err)
+		}
+		if err := c.AckBatch(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+		n += len(ds)
+	}
+	// A publish in progress while the subscription reads a later one: its
+	// transaction is in the xip of the batch that follows.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	lateRes, err := c.PublishTx(ctx, tx, topic, []fila.Message{{Kind: "k", Body: []byte("late")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, err := c.Publish(ctx, topic, fila.Message{Kind: "k", Body: []byte("early")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := receiveOneLog(t, c, sub, 10*time.Second); d.ID != fila.CopyID(early, sub) {
+		t.Fatalf("got %s (%q), want the copy of the early publish", d.ID, d.Body)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The claim, and the heap rows of the log it fetched, in one
+	// transaction: the xact counters are this transaction's own.
+	claim, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = claim.Rollback(context.Background()) }()
+	var ids []string
+	rows, err := claim.Query(ctx, fmt.Sprintf(`SELECT id FROM %s.log_claim($1, 10, 60000000)`, schema), sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "~" + lateRes.IDs[0]; len(ids) != 1 || ids[0] != want {
+		t.Fatalf("log_claim after the late commit returned %v, want [%s]", ids, want)
+	}
+	var fetched int64
+	// (A heap row fetched through an index counts on the index.)
+	err = claim.QueryRow(ctx, fmt.Sprintf(`SELECT sum(pg_stat_get_xact_tuples_fetched(i.indexrelid))::int8 FROM pg_index i
+		WHERE i.indrelid IN ('%[1]s.log_messages_0'::regclass, '%[1]s.log_messages_1'::regclass, '%[1]s.log_messages_2'::regclass)`,
+		schema)).Scan(&fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fetched > 20 {
+		t.Errorf("the claim of the late publish's one row fetched %d rows of the log (the topic's stream holds %d); want a handful", fetched, old+2)
+	}
+}
