@@ -11,7 +11,8 @@
 -- up to 18,500 rows filtered out per receive, and the batch reads 55% of
 -- the receives' time). Each txid of xip is now its own index range,
 -- (queue, txid, pos) from the cursor, as the range part is.
--- Only log_claim changes; log_receive calls it.
+-- The statement now reads both parts of a batch in one execution, where it
+-- took two. Only log_claim changes; log_receive calls it.
 
 CREATE OR REPLACE FUNCTION {{schema}}.log_claim(p_queue text, p_max integer, p_lease_us bigint, p_early boolean DEFAULT false)
 RETURNS TABLE (id text, kind text, body bytea, headers json, enqueued_at timestamptz, attempts integer,
@@ -44,6 +45,10 @@ DECLARE
     v_stream   text;
     v_key      text;
     v_xipart   boolean;
+    -- Where the range part of a batch read starts: xmax(lo), or the
+    -- cursor once past it.
+    v_rtx      xid8;
+    v_rpos     bigint;
     -- The claim of this call: its token, and the first 8 bytes every
     -- member's receipt shares (the rest is the member's position).
     v_ctok     uuid;
@@ -263,9 +268,12 @@ BEGIN
 
     -- The batches: rows visible in snapshot hi and not in lo, by (txid,
     -- pos). Not visible in lo means txid in xip(lo) or txid >= xmax(lo):
-    -- read as two index range scans, the first (smaller txids) before the
-    -- second, LIMIT rows at a time so the plan is an ordered index scan
-    -- that stops early (one OR would scan the whole queue).
+    -- the in-progress part and the range part, each read by index ranges
+    -- that stop early, LIMIT rows at a time (one OR would scan the whole
+    -- queue). Every txid of xip(lo) is below xmax(lo), so one statement
+    -- reads both parts in (txid, pos) order: until version 13 they were
+    -- two executions of it, and starting a plan over six partition scans
+    -- was a large part of a claim.
     LOOP
         EXIT WHEN v_n >= p_max;
         v_lox := pg_snapshot_xmax(k.lo);
@@ -278,14 +286,17 @@ BEGIN
             v_xipart := cardinality(v_xip) > 0 AND k.ctxid < v_lox;
             -- An earlier call read the batch to its end (below).
             EXIT WHEN NOT v_xipart AND k.ctxid >= v_hix;
-            IF NOT v_xipart AND k.ctxid < v_lox THEN
-                -- Past the in-progress part: the range part starts at
-                -- xmax(lo). The row comparison alone then positions the
-                -- index scan; beside a scalar txid >= xmax(lo) it was only
-                -- a filter, and each receive walked the batch from its
-                -- start (a drain of one large batch was quadratic).
-                k.ctxid := v_lox;
-                k.cpos := 0;
+            -- The range part starts at xmax(lo) while the cursor is before
+            -- it. The row comparison alone positions the index scan;
+            -- beside a scalar txid >= xmax(lo) it was only a filter, and
+            -- each receive walked the batch from its start (a drain of one
+            -- large batch was quadratic).
+            IF k.ctxid < v_lox THEN
+                v_rtx := v_lox;
+                v_rpos := 0;
+            ELSE
+                v_rtx := k.ctxid;
+                v_rpos := k.cpos;
             END IF;
             -- The in-progress part is read one txid of xip(lo) at a time,
             -- each an index range of (queue, txid): as one scan from the
@@ -329,13 +340,13 @@ BEGIN
                                     AND pg_visible_in_snapshot(b.txid, k.hi) ORDER BY b.pos LIMIT v_limit) b
                             WHERE v_xipart ORDER BY b.txid, b.pos LIMIT v_limit)
                         UNION ALL
-                        (SELECT * FROM {{schema}}.log_messages_0 b WHERE NOT v_xipart AND b.queue = v_stream AND (b.txid, b.pos) > (k.ctxid, k.cpos) AND b.txid < v_hix
+                        (SELECT * FROM {{schema}}.log_messages_0 b WHERE b.queue = v_stream AND (b.txid, b.pos) > (v_rtx, v_rpos) AND b.txid < v_hix
                             AND pg_visible_in_snapshot(b.txid, k.hi) ORDER BY b.txid, b.pos LIMIT v_limit)
                         UNION ALL
-                        (SELECT * FROM {{schema}}.log_messages_1 b WHERE NOT v_xipart AND b.queue = v_stream AND (b.txid, b.pos) > (k.ctxid, k.cpos) AND b.txid < v_hix
+                        (SELECT * FROM {{schema}}.log_messages_1 b WHERE b.queue = v_stream AND (b.txid, b.pos) > (v_rtx, v_rpos) AND b.txid < v_hix
                             AND pg_visible_in_snapshot(b.txid, k.hi) ORDER BY b.txid, b.pos LIMIT v_limit)
                         UNION ALL
-                        (SELECT * FROM {{schema}}.log_messages_2 b WHERE NOT v_xipart AND b.queue = v_stream AND (b.txid, b.pos) > (k.ctxid, k.cpos) AND b.txid < v_hix
+                        (SELECT * FROM {{schema}}.log_messages_2 b WHERE b.queue = v_stream AND (b.txid, b.pos) > (v_rtx, v_rpos) AND b.txid < v_hix
                             AND pg_visible_in_snapshot(b.txid, k.hi) ORDER BY b.txid, b.pos LIMIT v_limit)
                     ) b
                 ORDER BY b.txid, b.pos LIMIT v_limit
@@ -387,24 +398,18 @@ BEGIN
                 END IF;
             END IF;
             IF v_got = v_limit THEN
-                -- Full: the part being read may hold more.
+                -- Full: the batch may hold more.
                 CONTINUE WHEN v_n < p_max; -- some rows became timers: read on
                 v_done := false;
                 EXIT;
             END IF;
-            IF NOT v_xipart THEN
-                -- The batch is read to its end. The cursor says so (its
-                -- place is past every row the batch can hold: they all
-                -- have txids below xmax(hi)), so that the next call does
-                -- not read the batch again to find it empty.
-                k.ctxid := v_hix;
-                k.cpos := 0;
-                EXIT;
-            END IF;
-            -- The xip part is read: go on after it.
-            k.ctxid := v_lox;
+            -- The batch is read to its end. The cursor says so (its place
+            -- is past every row the batch can hold: they all have txids
+            -- below xmax(hi)), so that the next call does not read the
+            -- batch again to find it empty.
+            k.ctxid := v_hix;
             k.cpos := 0;
-            v_xip := '{}';
+            EXIT;
         END LOOP;
         EXIT WHEN NOT v_done;
         -- Batch consumed: the next one ends at the current snapshot. The
