@@ -604,6 +604,14 @@ func TestNotificationWakesOneReceive(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	q := "herd-" + randHex(4)
 	const n = 10
+	// The listener is up before the receives start: when it connects it
+	// wakes every blocked receive (notifications may have been missed), and
+	// those wake-ups, still on their way when the receives are counted as
+	// blocked, once counted as claims of the one message (CI: 12 claims).
+	waitFor(t, 10*time.Second, "the LISTEN connection", func() bool {
+		_, _ = c.Receive(ctxT(t, 10*time.Millisecond), "warm-up-"+q, fila.ReceiveParams{Max: 1})
+		return postgres.ListenerUp(drv)
+	})
 	got := make(chan error, n)
 	for i := 0; i < n; i++ {
 		go func() {
