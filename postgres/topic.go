@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -234,6 +233,10 @@ var copyColumns = []string{"gen", "id", "queue", "kind", "body", "headers", "enq
 // a row's run-at is its own or the transaction's now() plus its delay, by
 // the server's clock.
 func (d *Driver) publishCopy(ctx context.Context, topic string, msgs []backend.Message) (subs []string, err error) {
+	a, err := buildArgs(msgs) // the values the publish statement gets
+	if err != nil {
+		return nil, err
+	}
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -261,23 +264,16 @@ func (d *Driver) publishCopy(ctx context.Context, topic string, msgs []backend.M
 	stream := "~t:" + topic
 	rows := make([][]any, len(msgs))
 	for i := range msgs {
-		m := &msgs[i]
 		var headers []byte
-		if len(m.Headers) > 0 {
-			if headers, err = json.Marshal(m.Headers); err != nil {
-				return nil, backend.Invalidf("headers: %v", err)
-			}
+		if a.headers[i].Valid {
+			headers = []byte(a.headers[i].String)
 		}
-		enq := m.EnqueuedAt
-		if enq.IsZero() {
-			enq = time.Now()
+		runAt := a.runAt[i].Time
+		if !a.runAt[i].Valid {
+			runAt = now.Add(time.Duration(a.delayMicros[i]) * time.Microsecond)
 		}
-		runAt := m.RunAt
-		if runAt.IsZero() {
-			runAt = now.Add(m.Delay.Truncate(time.Microsecond))
-		}
-		rows[i] = []any{gen, pgUUID(m.ID), stream, m.Kind, m.Body, headers, enq, runAt,
-			int32(m.MaxAttempts), int32(max(m.Attempts, 0))}
+		rows[i] = []any{gen, a.ids[i], stream, a.kinds[i], a.bodies[i], headers, a.enqueuedAt[i], runAt,
+			a.maxAttempts[i], a.attempts[i]}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{d.schema, "log_messages"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
 		return nil, err
