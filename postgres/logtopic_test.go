@@ -302,21 +302,35 @@ func TestLogTopicLateCommitNotSkipped(t *testing.T) {
 	if err := c.TopicSubscribe(ctx, "late", "late-sub"); err != nil {
 		t.Fatal(err)
 	}
+	late := publishAroundRead(ctx, t, pool, c, "late", "late-sub", []fila.Message{{Kind: "k", Body: []byte("late")}})
+	d := receiveOneLog(t, c, "late-sub", 10*time.Second)
+	if d.ID != fila.CopyID(late[0], "late-sub") || string(d.Body) != "late" {
+		t.Errorf("after the late commit got %s (%q), want the copy of the late publish", d.ID, d.Body)
+	}
+}
+
+// publishAroundRead publishes late to topic in a transaction that takes its
+// txid first and stays open while a publish of one message commits and sub
+// receives and acks it; then it commits, and returns late's ids. late's rows
+// then fall in a batch whose older snapshot had their transaction in
+// progress.
+func publishAroundRead(ctx context.Context, t *testing.T, pool *pgxpool.Pool, c *fila.Client, topic, sub string, late []fila.Message) []string {
+	t.Helper()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	lateRes, err := c.PublishTx(ctx, tx, "late", []fila.Message{{Kind: "k", Body: []byte("late")}})
+	res, err := c.PublishTx(ctx, tx, topic, late)
 	if err != nil {
 		t.Fatal(err)
 	}
-	early, err := c.Publish(ctx, "late", fila.Message{Kind: "k", Body: []byte("early")})
+	early, err := c.Publish(ctx, topic, fila.Message{Kind: "k", Body: []byte("early")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := receiveOneLog(t, c, "late-sub", 10*time.Second)
-	if d.ID != fila.CopyID(early, "late-sub") {
+	d := receiveOneLog(t, c, sub, 10*time.Second)
+	if d.ID != fila.CopyID(early, sub) {
 		t.Fatalf("first delivery %s (%q), want the copy of the early publish", d.ID, d.Body)
 	}
 	if err := d.Ack(ctx); err != nil {
@@ -325,10 +339,7 @@ func TestLogTopicLateCommitNotSkipped(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	d = receiveOneLog(t, c, "late-sub", 10*time.Second)
-	if d.ID != fila.CopyID(lateRes.IDs[0], "late-sub") || string(d.Body) != "late" {
-		t.Errorf("after the late commit got %s (%q), want the copy of the late publish", d.ID, d.Body)
-	}
+	return res.IDs
 }
 
 // lockedBuffer is a log destination that tests read while drivers write.
@@ -576,25 +587,7 @@ func TestLogClaimInProgressPartByIndex(t *testing.T) {
 	}
 	// A publish in progress while the subscription reads a later one: its
 	// transaction is in the xip of the batch that follows.
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	lateRes, err := c.PublishTx(ctx, tx, topic, []fila.Message{{Kind: "k", Body: []byte("late")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	early, err := c.Publish(ctx, topic, fila.Message{Kind: "k", Body: []byte("early")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := receiveOneLog(t, c, sub, 10*time.Second); d.ID != fila.CopyID(early, sub) {
-		t.Fatalf("got %s (%q), want the copy of the early publish", d.ID, d.Body)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	late := publishAroundRead(ctx, t, pool, c, topic, sub, []fila.Message{{Kind: "k", Body: []byte("late")}})
 	// The claim, and the heap rows of the log it fetched, in one
 	// transaction: the xact counters are this transaction's own.
 	claim, err := pool.Begin(ctx)
@@ -617,7 +610,7 @@ func TestLogClaimInProgressPartByIndex(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if want := "~" + lateRes.IDs[0]; len(ids) != 1 || ids[0] != want {
+	if want := "~" + late[0]; len(ids) != 1 || ids[0] != want {
 		t.Fatalf("log_claim after the late commit returned %v, want [%s]", ids, want)
 	}
 	var fetched int64
@@ -654,23 +647,7 @@ func TestLogClaimBothPartsInOrder(t *testing.T) {
 		}
 		return ms
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := c.PublishTx(ctx, tx, topic, bodies("late")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Publish(ctx, topic, fila.Message{Kind: "k", Body: []byte("mid")}); err != nil {
-		t.Fatal(err)
-	}
-	if d := receiveOneLog(t, c, sub, 10*time.Second); string(d.Body) != "mid" {
-		t.Fatalf("first delivery %q, want mid", d.Body)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	publishAroundRead(ctx, t, pool, c, topic, sub, bodies("late"))
 	if _, err := c.PublishBatch(ctx, topic, bodies("new")); err != nil {
 		t.Fatal(err)
 	}
