@@ -124,3 +124,33 @@ func TestReceiveQuietLeaseExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestReceiveQuietDelayedRead: a delayed message that a claim reads as a
+// timer sets the queue's next due time, so a receive that waits without
+// claiming wakes at its run-at and delivers it (not at the 30 s safety
+// poll). In the log mode the claim computes that time from what it wrote
+// itself when nothing was swept.
+func TestReceiveQuietDelayedRead(t *testing.T) {
+	quietModes(t, func(t *testing.T, mode string, open func() *postgres.Driver) {
+		d := open()
+		p := backend.ReceiveParams{Max: 10, Lease: time.Minute}
+		waitFor(t, 10*time.Second, "the LISTEN connection", func() bool {
+			_, _ = d.Receive(ctxT(t, 10*time.Millisecond), "warm-up", p)
+			return postgres.ListenerUp(d)
+		})
+		id := uuidString()
+		msg := backend.Message{ID: id, Kind: "k", Body: []byte("later"), MaxAttempts: 5, Delay: 2 * time.Second}
+		if _, err := d.Enqueue(ctxT(t, 10*time.Second), "later", []backend.Message{msg}); err != nil {
+			t.Fatal(err)
+		}
+		settleQuiet(t, d, "later", p)
+		skipped := postgres.Skipped(d)
+		ds, err := d.Receive(ctxT(t, 15*time.Second), "later", p)
+		if err != nil || len(ds) != 1 || ds[0].ID != id {
+			t.Fatalf("Receive after the run-at: %d, %v; want the delayed message", len(ds), err)
+		}
+		if postgres.Skipped(d) != skipped+1 {
+			t.Errorf("skipped %d claims; want the receive to have waited for the run-at without one", postgres.Skipped(d)-skipped)
+		}
+	})
+}
