@@ -210,8 +210,8 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, own bool, o Options) (*D
 		}
 	}
 	d.waiters.init()
-	d.notifier.init(func(ctx context.Context, queue string) error {
-		_, err := d.pool.Exec(ctx, d.q.notifyAsync, d.q.channel, queue)
+	d.notifier.init(func(ctx context.Context, queues []string) error {
+		_, err := d.pool.Exec(ctx, d.q.notifyMany, d.q.channel, queues)
 		return err
 	}, d.log)
 	if o.Mode == ModeLog {

@@ -45,6 +45,9 @@ func AckSQL(d *Driver) string { return d.q.ack }
 // NotificationsSent counts the wake-up notifications d's enqueues sent.
 func NotificationsSent(d *Driver) int64 { return d.notifier.sent.Load() }
 
+// NotificationSends counts the transactions the notifier sent them in.
+func NotificationSends(d *Driver) int64 { return d.notifier.sends.Load() }
+
 // NotificationsIdle reports whether d has no notification in flight.
 func NotificationsIdle(d *Driver) bool { return d.notifier.idle() }
 

@@ -675,3 +675,51 @@ func TestLogClaimBothPartsInOrder(t *testing.T) {
 		t.Errorf("claims of Max 2, 2 and 10 got %q, want %q", got, want)
 	}
 }
+
+// TestLogTopicPublishNotifiesOnce: a publish to a topic of five
+// subscriptions wakes a receive blocked on each of them, and the five
+// wake-ups are sent in one transaction, not one each.
+func TestLogTopicPublishNotifiesOnce(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
+	ctx := ctxT(t, 60*time.Second)
+	subs := []string{"n-a", "n-b", "n-c", "n-d", "n-e"}
+	for _, q := range subs {
+		if err := d.TopicSubscribe(ctx, "wake", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := backend.ReceiveParams{Max: 10, Lease: time.Minute}
+	waitFor(t, 10*time.Second, "the LISTEN connection", func() bool {
+		_, _ = d.Receive(ctxT(t, 10*time.Millisecond), "warm-up", p)
+		return postgres.ListenerUp(d)
+	})
+	type result struct {
+		q   string
+		n   int
+		err error
+	}
+	done := make(chan result, len(subs))
+	for _, q := range subs {
+		go func() {
+			ds, err := d.Receive(ctxT(t, 20*time.Second), q, p)
+			done <- result{q, len(ds), err}
+		}()
+	}
+	waitFor(t, 10*time.Second, "every receive to block", func() bool { return postgres.Sleeping(d) == int64(len(subs)) })
+	sent, sends := postgres.NotificationsSent(d), postgres.NotificationSends(d)
+	msgs := []backend.Message{{ID: uuidString(), Kind: "k", Body: []byte("one"), MaxAttempts: 5}}
+	if n, err := d.TopicPublish(ctx, "wake", msgs); err != nil || n != len(subs) {
+		t.Fatalf("TopicPublish: %d, %v; want %d subscriptions", n, err, len(subs))
+	}
+	for range subs {
+		if r := <-done; r.err != nil || r.n != 1 {
+			t.Errorf("receive of %s after the publish: %d, %v; want the event", r.q, r.n, r.err)
+		}
+	}
+	waitFor(t, 5*time.Second, "the notifications to finish", func() bool { return postgres.NotificationsIdle(d) })
+	if n, tx := postgres.NotificationsSent(d)-sent, postgres.NotificationSends(d)-sends; n != int64(len(subs)) || tx != 1 {
+		t.Errorf("the publish sent %d notifications in %d transactions; want %d in one", n, tx, len(subs))
+	}
+}

@@ -32,9 +32,11 @@ func (d *Driver) EnqueueMulti(ctx context.Context, batches []backend.QueueBatch)
 	if err := d.insertMulti(ctx, conn, batches, true); err != nil {
 		return err
 	}
-	for _, b := range batches {
-		d.notifier.kick(b.Queue)
+	queues := make([]string, len(batches))
+	for i, b := range batches {
+		queues[i] = b.Queue
 	}
+	d.notifier.kick(queues...)
 	return nil
 }
 

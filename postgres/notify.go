@@ -36,15 +36,18 @@ const notifyTimeout = 5 * time.Second
 
 // notifier coalesces the wake-up notifications of one driver's enqueues.
 type notifier struct {
-	send func(ctx context.Context, queue string) error
+	// send notifies queues in one transaction.
+	send func(ctx context.Context, queues []string) error
 	log  *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	// sent counts notifications sent (for tests and diagnostics).
-	sent atomic.Int64
+	// sent counts notifications sent (for tests and diagnostics), one per
+	// queue; sends counts the transactions that sent them.
+	sent  atomic.Int64
+	sends atomic.Int64
 
 	mu sync.Mutex
 	// state per queue, absent when no notification is in flight.
@@ -56,7 +59,7 @@ type notifyState struct {
 	again    bool // a committed enqueue waits for a notification sent after it
 }
 
-func (n *notifier) init(send func(ctx context.Context, queue string) error, log *slog.Logger) {
+func (n *notifier) init(send func(ctx context.Context, queues []string) error, log *slog.Logger) {
 	n.send, n.log = send, log
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.state = map[string]*notifyState{}
@@ -92,25 +95,34 @@ func (n *notifier) leadDone(queue string, notified bool) {
 	n.endLocked(queue, s)
 }
 
-// kick asks for a notification of queue sent after this call.
-func (n *notifier) kick(queue string) {
+// kick asks for a notification of each of queues sent after this call. The
+// queues with none in flight are notified together, in one transaction: a
+// publish to a topic of ten subscriptions sent ten, one after another,
+// each a round trip and a commit through the cluster-wide notify lock.
+func (n *notifier) kick(queues ...string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	s := n.state[queue]
-	if s != nil && s.inFlight > 0 {
-		s.again = true
-		return
-	}
 	if n.ctx.Err() != nil {
 		return
 	}
-	if s == nil {
-		s = &notifyState{}
-		n.state[queue] = s
+	var now []string
+	for _, q := range queues {
+		s := n.state[q]
+		if s != nil && s.inFlight > 0 {
+			s.again = true
+			continue
+		}
+		if s == nil {
+			s = &notifyState{}
+			n.state[q] = s
+		}
+		s.inFlight++
+		now = append(now, q)
 	}
-	s.inFlight++
-	n.wg.Add(1)
-	go n.run(queue)
+	if len(now) > 0 {
+		n.wg.Add(1)
+		go n.run(now)
+	}
 }
 
 // endLocked ends one notification in flight: when an enqueue waits for one
@@ -119,7 +131,7 @@ func (n *notifier) endLocked(queue string, s *notifyState) {
 	if s.again && n.ctx.Err() == nil {
 		s.again = false
 		n.wg.Add(1)
-		go n.run(queue)
+		go n.run([]string{queue})
 		return
 	}
 	s.inFlight--
@@ -128,31 +140,37 @@ func (n *notifier) endLocked(queue string, s *notifyState) {
 	}
 }
 
-// run sends a notification of queue, and more while enqueues ask for them.
-func (n *notifier) run(queue string) {
+// run sends a notification of each of queues, in one transaction, and more
+// while enqueues ask for them. Each of queues holds one in-flight count,
+// which run gives back.
+func (n *notifier) run(queues []string) {
 	defer n.wg.Done()
-	for {
+	for len(queues) > 0 {
 		ctx, cancel := context.WithTimeout(n.ctx, notifyTimeout)
-		err := n.send(ctx, queue)
+		err := n.send(ctx, queues)
 		cancel()
-		n.sent.Add(1)
+		n.sent.Add(int64(len(queues)))
+		n.sends.Add(1)
 		if err != nil && n.ctx.Err() == nil {
 			n.log.Warn("fila/postgres: could not send a wake-up notification; blocked receivers of the queue will find its messages at their next poll",
-				slog.String("queue", queue), slog.Any("error", err))
+				slog.Any("queues", queues), slog.Any("error", err))
 		}
+		var again []string
 		n.mu.Lock()
-		s := n.state[queue]
-		if s.again && n.ctx.Err() == nil {
-			s.again = false
-			n.mu.Unlock()
-			continue
-		}
-		s.inFlight--
-		if s.inFlight == 0 {
-			delete(n.state, queue)
+		for _, q := range queues {
+			s := n.state[q]
+			if s.again && n.ctx.Err() == nil {
+				s.again = false
+				again = append(again, q)
+				continue
+			}
+			s.inFlight--
+			if s.inFlight == 0 {
+				delete(n.state, q)
+			}
 		}
 		n.mu.Unlock()
-		return
+		queues = again
 	}
 }
 

@@ -15,6 +15,7 @@ type statements struct {
 	holders      string
 	notify       string
 	notifyAsync  string
+	notifyMany   string
 
 	claim        string
 	claimDelayed string
@@ -90,6 +91,8 @@ RETURNING id::text`
 		// A wake-up sent after the messages committed needs no durability:
 		// commit it without waiting for the WAL flush.
 		notifyAsync: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`,
+		// The same for several queues, in one transaction (the notifier's).
+		notifyMany: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, q) FROM unnest($2::text[]) AS q`,
 
 		// One statement claims ready messages and expired leases: both are
 		// rows whose visible_at has passed, one range of messages_claim.

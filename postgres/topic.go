@@ -121,9 +121,7 @@ func (d *Driver) TopicPublish(ctx context.Context, topic string, msgs []backend.
 	if err != nil {
 		return 0, err
 	}
-	for _, q := range subs {
-		d.notifier.kick(q)
-	}
+	d.notifier.kick(subs...)
 	return len(subs), nil
 }
 
