@@ -723,3 +723,72 @@ func TestLogTopicPublishNotifiesOnce(t *testing.T) {
 		t.Errorf("the publish sent %d notifications in %d transactions; want %d in one", n, tx, len(subs))
 	}
 }
+
+// TestLogPublishByCopyMatchesStatement: a publish by COPY, whose rows the
+// driver encodes itself, stores the same enqueue time, run-at, headers and
+// attempts as the publish statement (a batch under copyMin) for the same
+// messages, to the microsecond, including times before 2000 and
+// nanoseconds that round.
+func TestLogPublishByCopyMatchesStatement(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
+	ctx := ctxT(t, 60*time.Second)
+	if err := d.TopicSubscribe(ctx, "same", "same.sub"); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 4, 8, 45, 1, 123456789, time.FixedZone("x", -3*3600))
+	msgs := func(n int) []backend.Message {
+		out := make([]backend.Message, n)
+		for i := range out {
+			out[i] = backend.Message{ID: uuidString(), Kind: "k", Body: []byte{byte(i), 0, 0xff}, MaxAttempts: i + 1,
+				EnqueuedAt: at.Add(time.Duration(i) * 999 * time.Nanosecond), Attempts: i % 3}
+			switch i % 4 {
+			case 1:
+				out[i].RunAt = at.Add(time.Hour + time.Duration(i)*time.Microsecond)
+			case 2:
+				out[i].EnqueuedAt = time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+				out[i].Headers = map[string]string{"a": "b"}
+			}
+		}
+		return out
+	}
+	byCopy, byStmt := msgs(20), msgs(3)
+	copies := postgres.CopyPublishes(d)
+	for _, b := range [][]backend.Message{byCopy, byStmt} {
+		if _, err := d.TopicPublish(ctx, "same", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := postgres.CopyPublishes(d) - copies; n != 1 {
+		t.Fatalf("%d publishes by COPY, want 1", n)
+	}
+	type row struct {
+		Enq, Run        time.Time
+		Headers         *string
+		Attempts, MaxAt int
+		Body            []byte
+	}
+	read := func(msgs []backend.Message) []row {
+		var out []row
+		for _, m := range msgs {
+			var r row
+			err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT enqueued_at, run_at, headers::text, attempts, max_attempts, body
+				FROM %s.log_messages WHERE id = $1`, schema), m.ID).Scan(&r.Enq, &r.Run, &r.Headers, &r.Attempts, &r.MaxAt, &r.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	got, want := read(byCopy[:3]), read(byStmt)
+	for i := range want {
+		g, w := got[i], want[i]
+		if !g.Enq.Equal(w.Enq) || (byStmt[i].RunAt.IsZero() != byCopy[i].RunAt.IsZero()) ||
+			(!byStmt[i].RunAt.IsZero() && !g.Run.Equal(w.Run)) || (g.Headers == nil) != (w.Headers == nil) ||
+			(g.Headers != nil && *g.Headers != *w.Headers) || g.Attempts != w.Attempts || g.MaxAt != w.MaxAt || !bytes.Equal(g.Body, w.Body) {
+			t.Errorf("message %d: by COPY %+v, by the statement %+v", i, g, w)
+		}
+	}
+}

@@ -56,6 +56,7 @@ type statements struct {
 	unsubscribe string // log mode only
 	publish     string // log mode only
 	publishHead string // log mode only: a COPY publish's subscriptions, generation and now()
+	publishCopy string // log mode only: a publish's COPY and its COMMIT
 	lag         string // log mode only
 }
 
