@@ -691,10 +691,7 @@ func TestLogTopicPublishNotifiesOnce(t *testing.T) {
 		}
 	}
 	p := backend.ReceiveParams{Max: 10, Lease: time.Minute}
-	waitFor(t, 10*time.Second, "the LISTEN connection", func() bool {
-		_, _ = d.Receive(ctxT(t, 10*time.Millisecond), "warm-up", p)
-		return postgres.ListenerUp(d)
-	})
+	waitListening(t, d)
 	type result struct {
 		q   string
 		n   int

@@ -37,6 +37,16 @@ func settleQuiet(t *testing.T, d *postgres.Driver, q string, p backend.ReceivePa
 	})
 }
 
+// waitListening returns once d's LISTEN connection is up, receiving from
+// a queue of its own meanwhile (a receive starts the listener).
+func waitListening(t *testing.T, d *postgres.Driver) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the LISTEN connection", func() bool {
+		_, _ = d.Receive(ctxT(t, 10*time.Millisecond), "warm-up", backend.ReceiveParams{Max: 1, Lease: time.Minute})
+		return postgres.ListenerUp(d)
+	})
+}
+
 // enqueueRaw enqueues n messages to q through d.
 func enqueueRaw(t *testing.T, d *postgres.Driver, q string, n int) {
 	t.Helper()
@@ -59,10 +69,7 @@ func TestReceiveQuietSkipsClaim(t *testing.T) {
 		p := backend.ReceiveParams{Max: 10, Lease: time.Minute}
 		enqueueRaw(t, d, "q", 3)
 		// The listener is up before the first claim marks the queue.
-		waitFor(t, 10*time.Second, "the LISTEN connection", func() bool {
-			_, _ = d.Receive(ctxT(t, 10*time.Millisecond), "warm-up", p)
-			return postgres.ListenerUp(d)
-		})
+		waitListening(t, d)
 		ds, err := d.Receive(ctxT(t, 10*time.Second), "q", p)
 		if err != nil || len(ds) != 3 {
 			t.Fatalf("Receive: %d, %v; want 3", len(ds), err)
@@ -98,10 +105,7 @@ func TestReceiveQuietLeaseExpiry(t *testing.T) {
 	quietModes(t, func(t *testing.T, mode string, open func() *postgres.Driver) {
 		d := open()
 		p := backend.ReceiveParams{Max: 10, Lease: time.Minute}
-		waitFor(t, 10*time.Second, "the LISTEN connection", func() bool {
-			_, _ = d.Receive(ctxT(t, 10*time.Millisecond), "warm-up", p)
-			return postgres.ListenerUp(d)
-		})
+		waitListening(t, d)
 		enqueueRaw(t, d, "exp", 2)
 		ds, err := d.Receive(ctxT(t, 10*time.Second), "exp", backend.ReceiveParams{Max: 10, Lease: 2 * time.Second})
 		if err != nil || len(ds) != 2 {
@@ -134,10 +138,7 @@ func TestReceiveQuietDelayedRead(t *testing.T) {
 	quietModes(t, func(t *testing.T, mode string, open func() *postgres.Driver) {
 		d := open()
 		p := backend.ReceiveParams{Max: 10, Lease: time.Minute}
-		waitFor(t, 10*time.Second, "the LISTEN connection", func() bool {
-			_, _ = d.Receive(ctxT(t, 10*time.Millisecond), "warm-up", p)
-			return postgres.ListenerUp(d)
-		})
+		waitListening(t, d)
 		id := uuidString()
 		msg := backend.Message{ID: id, Kind: "k", Body: []byte("later"), MaxAttempts: 5, Delay: 2 * time.Second}
 		if _, err := d.Enqueue(ctxT(t, 10*time.Second), "later", []backend.Message{msg}); err != nil {
