@@ -363,14 +363,14 @@ func topicStatements(q *statements, s string) {
 	ORDER BY r.ord
 )
 SELECT subs FROM s`)
-	// The first statement of a publish by COPY (publishCopy): what the
-	// statement above reads, and the transaction's now(), from which the
-	// run-at of each row is computed as that statement computes it.
 	// The COPY of a publish (publishCopy) and the COMMIT of its
 	// transaction, one simple query: the COMMIT runs once the rows are in
 	// (an error skips it, and the caller rolls back).
 	q.publishCopy = fmt.Sprintf("COPY %s.log_messages (%s) FROM STDIN (FORMAT binary); COMMIT",
 		s, quoteColumns(copyColumns))
+	// The first statement of a publish by COPY (publishCopy): what the
+	// statement above reads, and the transaction's now(), from which the
+	// run-at of each row is computed as that statement computes it.
 	q.publishHead = r.Replace(`SELECT COALESCE(array_agg(substr(k.name, 5) ORDER BY k.name), '{}'),
 	(SELECT cur FROM {{s}}.log_state), now()
 FROM {{s}}.log_marks k
