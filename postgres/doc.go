@@ -97,11 +97,12 @@
 // in a short transaction of its own right after its INSERT commits, in the
 // same round trip, so its commit does not hold PostgreSQL's cluster-wide
 // notification lock; notifications of concurrent enqueues of a queue are
-// coalesced. Delayed, retried and expired messages are claimed at their
-// time. A receive that follows one that took less than it asked for, with
-// no notification of the queue since and nothing due, waits without a
-// claim statement. With fila_listen=false, receivers
-// poll every fila_poll_interval, which bounds the wake-up latency.
+// coalesced, and a publish notifies all of its topic's subscriptions in
+// one such transaction. Delayed, retried and expired messages are claimed
+// at their time. A receive that follows one that took less than it asked
+// for, with no notification of the queue since and nothing due, waits
+// without a claim statement. With fila_listen=false, receivers poll every
+// fila_poll_interval, which bounds the wake-up latency.
 //
 // # Poolers (PgBouncer)
 //
