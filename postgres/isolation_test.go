@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fila-go/fila"
@@ -108,9 +109,13 @@ func TestIsolationLateCommit(t *testing.T) {
 					_ = tx.Rollback(ctx)
 					t.Fatalf("EnqueueTx: %v", err)
 				}
-				// Two rotations make the transaction's generation the
-				// oldest; the copy then runs without seeing the message.
-				waitRotations(t, pool, schema, 2)
+				// Rotation makes the transaction's generation the oldest
+				// (two rotations after the one it wrote to; counting
+				// them from a look after the EnqueueTx was one too many
+				// when a rotation committed in between, and the second
+				// then waited for the open transaction: CI); the copy
+				// then runs without seeing the message.
+				waitOldest(t, pool, schema, writtenGen(t, pool, schema, tx))
 				waitCopied(t, pool, schema)
 				if err := tx.Commit(ctx); err != nil {
 					t.Fatalf("Commit: %v", err)
@@ -132,6 +137,27 @@ func TestIsolationLateCommit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writtenGen returns the generation of log_messages that the open
+// transaction tx inserted into, from the lock its INSERT holds on that
+// partition. (A read of the row in tx would lock every partition, and
+// rotation would wait for tx.)
+func writtenGen(t *testing.T, pool *pgxpool.Pool, schema string, tx pgx.Tx) int {
+	t.Helper()
+	var gens []int
+	err := pool.QueryRow(context.Background(), `SELECT array_agg(right(c.relname, 1)::int)
+		FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE l.pid = $1 AND l.mode = 'RowExclusiveLock' AND n.nspname = $2
+			AND c.relname IN ('log_messages_0', 'log_messages_1', 'log_messages_2')`,
+		tx.Conn().PgConn().PID(), schema).Scan(&gens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gens) != 1 {
+		t.Fatalf("the transaction holds row-exclusive locks on generations %v of log_messages, want one", gens)
+	}
+	return gens[0]
 }
 
 // waitCopied waits until the rotation copied the oldest generation.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fila-go/fila"
@@ -151,6 +152,24 @@ func waitRotations(t *testing.T, pool *pgxpool.Pool, schema string, n int) {
 		if cur := logState(t, pool, schema); cur != last {
 			last = cur
 			n--
+		}
+	}
+}
+
+// waitOldest waits until rotation made generation gen the oldest, the next
+// one to copy and empty: the current one is then (gen+2) % 3, as rotation
+// moves it to (cur+1) % 3. It takes positions as waitRotations does. A
+// transaction that wrote to gen and is still open keeps rotation there.
+func waitOldest(t *testing.T, pool *pgxpool.Pool, schema string, gen int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for logState(t, pool, schema) != (gen+2)%3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("generation %d did not become the oldest within 60s (current: %d)", gen, logState(t, pool, schema))
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, err := pool.Exec(context.Background(), fmt.Sprintf(`SELECT nextval('%s.log_pos')`, schema)); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -339,17 +358,26 @@ func TestLogRotationWaitsForLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	waitRotations(t, pool, schema, 1)
-	cur := logState(t, pool, schema)
-	oldest := (cur + 1) % 3
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// A long reader of the oldest generation. The oldest is read again
+	// once the lock is held: a rotation that committed in between moved
+	// it, and the reader then holds the wrong partition.
+	var cur int
+	var tx pgx.Tx
+	for {
+		cur = logState(t, pool, schema)
+		var err error
+		if tx, err = pool.Begin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.log_messages_%d`, schema, (cur+1)%3)); err != nil {
+			t.Fatal(err)
+		}
+		if logState(t, pool, schema) == cur {
+			break
+		}
+		_ = tx.Rollback(ctx)
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	// A long reader of the oldest generation.
-	if _, err := tx.Exec(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.log_messages_%d`, schema, oldest)); err != nil {
-		t.Fatal(err)
-	}
 	// Rotation is due many times over while the lock is held; messages
 	// still flow.
 	for i := 0; i < 20; i++ {
