@@ -278,56 +278,39 @@ func (d *Driver) publishCopy(ctx context.Context, topic string, msgs []backend.M
 // the columns of copyColumns, with the values the publish statement would
 // store: a run-at not given is now plus the delay.
 func copyRows(gen int16, stream string, a *enqueueArgs, now time.Time) []byte {
-	n := len(a.ids)
-	size := 19 + 2
-	for i := 0; i < n; i++ {
-		size += 2 + 10*4 + 2 + 16 + len(stream) + len(a.kinds[i]) + len(a.bodies[i]) + len(a.headers[i].String) + 4*8 + 4 + 4
-	}
-	buf := make([]byte, 0, size)
+	be := binary.BigEndian
+	buf := make([]byte, 0, 64*len(a.ids))
 	buf = append(buf, "PGCOPY\n\377\r\n\000"...)
-	buf = binary.BigEndian.AppendUint32(buf, 0) // flags
-	buf = binary.BigEndian.AppendUint32(buf, 0) // header extension
-	field := func(b []byte) {
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(b)))
-		buf = append(buf, b...)
-	}
-	fieldString := func(s string) {
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(s)))
-		buf = append(buf, s...)
-	}
-	fieldInt := func(size int, v uint64) {
-		buf = binary.BigEndian.AppendUint32(buf, uint32(size))
-		switch size {
-		case 2:
-			buf = binary.BigEndian.AppendUint16(buf, uint16(v))
-		case 4:
-			buf = binary.BigEndian.AppendUint32(buf, uint32(v))
-		default:
-			buf = binary.BigEndian.AppendUint64(buf, v)
-		}
-	}
-	for i := 0; i < n; i++ {
-		buf = binary.BigEndian.AppendUint16(buf, uint16(len(copyColumns)))
-		fieldInt(2, uint64(gen))
-		field(a.ids[i].Bytes[:])
-		fieldString(stream)
-		fieldString(a.kinds[i])
-		field(a.bodies[i])
-		if a.headers[i].Valid {
-			fieldString(a.headers[i].String) // json's binary form is its text
-		} else {
-			buf = binary.BigEndian.AppendUint32(buf, 0xFFFFFFFF) // NULL
-		}
-		fieldInt(8, uint64(pgMicros(a.enqueuedAt[i])))
+	buf = be.AppendUint32(buf, 0) // flags
+	buf = be.AppendUint32(buf, 0) // header extension
+	for i := range a.ids {
 		runAt := a.runAt[i].Time
 		if !a.runAt[i].Valid {
 			runAt = now.Add(time.Duration(a.delayMicros[i]) * time.Microsecond)
 		}
-		fieldInt(8, uint64(pgMicros(runAt)))
-		fieldInt(4, uint64(uint32(a.maxAttempts[i])))
-		fieldInt(4, uint64(uint32(a.attempts[i])))
+		buf = be.AppendUint16(buf, uint16(len(copyColumns)))
+		buf = be.AppendUint16(be.AppendUint32(buf, 2), uint16(gen))
+		buf = appendField(buf, a.ids[i].Bytes[:])
+		buf = appendField(buf, stream)
+		buf = appendField(buf, a.kinds[i])
+		buf = appendField(buf, a.bodies[i])
+		if a.headers[i].Valid {
+			buf = appendField(buf, a.headers[i].String) // json's binary form is its text
+		} else {
+			buf = be.AppendUint32(buf, 0xFFFFFFFF) // NULL
+		}
+		buf = be.AppendUint64(be.AppendUint32(buf, 8), uint64(pgMicros(a.enqueuedAt[i])))
+		buf = be.AppendUint64(be.AppendUint32(buf, 8), uint64(pgMicros(runAt)))
+		buf = be.AppendUint32(be.AppendUint32(buf, 4), uint32(a.maxAttempts[i]))
+		buf = be.AppendUint32(be.AppendUint32(buf, 4), uint32(a.attempts[i]))
 	}
-	return binary.BigEndian.AppendUint16(buf, 0xFFFF) // trailer
+	return be.AppendUint16(buf, 0xFFFF) // trailer
+}
+
+// appendField appends v to buf as a field of COPY's binary format: its
+// length, then its bytes.
+func appendField[T []byte | string](buf []byte, v T) []byte {
+	return append(binary.BigEndian.AppendUint32(buf, uint32(len(v))), v...)
 }
 
 // pgMicros is t as PostgreSQL's binary timestamptz: microseconds since
