@@ -104,6 +104,11 @@
 // without a claim statement. With fila_listen=false, receivers poll every
 // fila_poll_interval, which bounds the wake-up latency.
 //
+// Client.AckReceive (and so the worker) sends the ack and the next claim
+// in one round trip and one transaction (backend.AckReceiver): a consumer
+// that keeps busy commits once per batch, not twice. On a queue where a
+// claim would find nothing, as above, it only acks.
+//
 // # Poolers (PgBouncer)
 //
 // LISTEN needs a session, so it does not work through a pooler in
@@ -238,10 +243,11 @@
 //
 // The driver keeps every rule of the contract, optional ones included:
 // dedup keys, dead-letter management, stats (every column), transactional
-// enqueue, moving queues (backend.DelayedReceiver, backend.DeadImporter),
-// queue listing and deletion, and marks with listing, in both modes, and
-// in the log mode topic rewind (backend.TopicRewinder). Its conformance
-// runs declare no conformance.Feature missing.
+// enqueue, acking and claiming in one round trip (backend.AckReceiver),
+// moving queues (backend.DelayedReceiver, backend.DeadImporter), queue
+// listing and deletion, and marks with listing, in both modes, and in the
+// log mode topic rewind (backend.TopicRewinder). Its conformance runs
+// declare no conformance.Feature missing.
 //
 // # Errors
 //

@@ -26,7 +26,7 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.Rec
 	if d.isClosed() {
 		return nil, backend.ErrClosed
 	}
-	return d.claim(ctx, d.q.claimDelayed, queue, p, true, nil)
+	return d.claim(ctx, d.q.claimDelayed, queue, p, true, nil, nil)
 }
 
 // DeadImport stores dead letters taken from another broker with one INSERT;

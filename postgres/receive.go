@@ -63,7 +63,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		} else {
 			var next *int64
 			mark := d.waiters.claimStarting(queue)
-			ds, err := d.claim(ctx, d.q.claim, queue, p, false, &next)
+			ds, err := d.claim(ctx, d.q.claim, queue, p, false, &next, nil)
 			if err != nil {
 				d.waiters.claimEnded(queue, mark, false, time.Time{})
 				passOn = woken // let another receive use the wake-up
@@ -111,18 +111,62 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 	}
 }
 
+// AckReceive acks refs and claims what of queue is ready now, in one round
+// trip and one transaction (backend.AckReceiver): the ack statement Ack
+// would send, then the claim Receive would make. Either failing undoes
+// both. When the queue is quiet (the last claim took less than it could,
+// and neither a notification nor a due time came since: a claim would find
+// nothing), it only acks, as Receive would only wait. When the log mode's
+// whole-claim ack finds the claim changed, the members' ack follows in a
+// second round trip, as in Ack.
+func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue string, p backend.ReceiveParams) ([]error, []backend.Delivery, error) {
+	if d.isClosed() {
+		return nil, nil, backend.ErrClosed
+	}
+	a := d.planAck(refs)
+	if _, quiet := d.waiters.quietWait(queue, time.Now()); quiet {
+		d.skipped.Add(1)
+		if err := d.runAck(ctx, a); err != nil {
+			return nil, nil, err
+		}
+		return a.errs, nil, nil
+	}
+	if d.listen {
+		d.startListener()
+	}
+	var next *int64
+	mark := d.waiters.claimStarting(queue)
+	ds, err := d.claim(ctx, d.q.claim, queue, p, false, &next, a)
+	if err != nil {
+		d.waiters.claimEnded(queue, mark, false, time.Time{})
+		return nil, nil, err
+	}
+	var due time.Time
+	if next != nil {
+		due = time.Now().Add(time.Duration(*next) * time.Microsecond)
+	}
+	d.waiters.claimEnded(queue, mark, len(ds) < p.Max && (next != nil || len(ds) == 0), due)
+	if err := d.runAck(ctx, a); err != nil {
+		// What was claimed comes back when its leases expire.
+		return nil, nil, err
+	}
+	return a.errs, ds, nil
+}
+
 // claim runs a claim statement once. Its last column is the row's due time
 // before the claim; early (ReceiveDelayed) deliveries report it as RunAt.
 // With next non-nil, the same round trip (and transaction, after the claim)
 // also reads how long until the queue's next message is due into *next (in
 // microseconds; nil when the queue is empty), for a claim that comes back
-// empty.
+// empty. With ack non-nil, its statement goes first in the same round trip
+// and transaction (AckReceive), and its result is read into it; an error
+// of either leaves neither done.
 //
 // A claim is not abandoned when ctx ends: it runs under a context of its
 // own (claimTimeout, or Close), because a cancelled statement may still
 // commit its leases on the server, and the client gives back what a claim
 // returns after the caller's context ended (contract: cancellation).
-func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.ReceiveParams, early bool, next **int64) ([]backend.Delivery, error) {
+func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.ReceiveParams, early bool, next **int64, ack *ackPlan) ([]backend.Delivery, error) {
 	d.claims.Add(1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
@@ -133,18 +177,33 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 		br   pgx.BatchResults
 		err  error
 	)
-	if next == nil {
+	acking := ack != nil && ack.sql != ""
+	if next == nil && !acking {
 		rows, err = d.pool.Query(ctx, sql, queue, p.Max, p.Lease.Microseconds())
 	} else {
+		// One round trip: a batch is one implicit transaction.
 		b := &pgx.Batch{}
+		if acking {
+			b.Queue(ack.sql, ack.args...)
+		}
 		b.Queue(sql, queue, p.Max, p.Lease.Microseconds())
-		b.Queue(d.q.nextDue, queue)
+		if next != nil {
+			b.Queue(d.q.nextDue, queue)
+		}
 		br = d.pool.SendBatch(ctx, b)
 		defer func() {
 			if br != nil {
 				_ = br.Close()
 			}
 		}()
+		if acking {
+			if rows, err = br.Query(); err == nil {
+				err = d.readAck(ack, rows)
+			}
+			if err != nil {
+				return nil, mapErr(ctx, "ack", err)
+			}
+		}
 		rows, err = br.Query()
 	}
 	if err != nil {
@@ -186,7 +245,9 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 		return nil
 	})
 	if err == nil && br != nil {
-		err = br.QueryRow().Scan(next)
+		if next != nil {
+			err = br.QueryRow().Scan(next)
+		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -20,57 +19,102 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	if d.isClosed() {
 		return nil, backend.ErrClosed
 	}
-	errs := make([]error, len(refs))
+	a := d.planAck(refs)
+	if err := d.runAck(ctx, a); err != nil {
+		return nil, err
+	}
+	return a.errs, nil
+}
+
+// ackPlan is the statement that acks a batch of refs, chosen before it is
+// sent (planAck), and the per-ref outcome its result fills in (read).
+type ackPlan struct {
+	refs []backend.Ref
+	errs []error
+	sql  string // "": every ref was refused before a statement
+	args []any
+	// whole: sql is log_ack_whole, which settles a claim from its token
+	// and runs alone and says whether it could; when it could not, retry
+	// is the statement that settles the members one by one.
+	whole bool
+	key   [8]byte
+	retry []any
+}
+
+// planAck validates refs and picks the statement that acks them: the
+// log mode's whole-claim ack when refs are every member of one claim this
+// driver received, its claim ack when they are members of one claim, else
+// the ack of each ref.
+func (d *Driver) planAck(refs []backend.Ref) *ackPlan {
+	a := &ackPlan{refs: refs, errs: make([]error, len(refs))}
 	ids := make([]string, 0, len(refs))
 	tokens := make([]string, 0, len(refs))
 	for i, r := range refs {
 		if !validUUID(r.ID) || !validUUID(r.Receipt) {
-			errs[i] = backend.ErrLeaseLost
+			a.errs[i] = backend.ErrLeaseLost
 			continue
 		}
 		ids = append(ids, r.ID)
 		tokens = append(tokens, r.Receipt)
 	}
 	if len(ids) == 0 {
-		return errs, nil
+		return a
 	}
-	var (
-		rows  pgx.Rows
-		err   error
-		token pgtype.UUID
-		runs  []int64
-		claim bool
-	)
 	if d.q.ackClaim != "" && len(ids) == len(refs) {
-		token, runs, claim = claimRuns(tokens)
-	}
-	if claim {
-		// All the members a receive of this driver returned: the token and
-		// the runs say it, when nothing about the claim changed since.
-		key := [8]byte(token.Bytes[:8])
-		if d.sizes.whole(key, len(ids)) {
-			var whole bool
-			if err := d.pool.QueryRow(ctx, d.q.ackWhole, token, runs).Scan(&whole); err != nil {
-				return nil, mapErr(ctx, "ack", err)
+		if token, runs, ok := claimRuns(tokens); ok {
+			// The log mode, the members of one claim: settled with one
+			// row when they are all of it ("*"), else as log_ack settles.
+			a.sql, a.args = d.q.ackClaim, []any{token, runs, pgUUIDs(ids), pgUUIDs(tokens)}
+			// All the members a receive of this driver returned: the
+			// token and the runs say it, when nothing about the claim
+			// changed since.
+			if key := [8]byte(token.Bytes[:8]); d.sizes.whole(key, len(ids)) {
+				a.retry, a.key, a.whole = a.args, key, true
+				a.sql, a.args = d.q.ackWhole, []any{token, runs}
 			}
-			d.sizes.forget(key)
-			if whole {
-				d.wholeAcks.Add(1)
-				return errs, nil
-			}
+			return a
 		}
 	}
-	if claim {
-		// The log mode, the members of one claim: settled with one row
-		// when they are all of it ("*"), else as log_ack settles.
-		rows, err = d.pool.Query(ctx, d.q.ackClaim, token, runs, pgUUIDs(ids), pgUUIDs(tokens))
-	} else {
-		rows, err = d.pool.Query(ctx, d.q.ack, pgUUIDs(ids), pgUUIDs(tokens))
+	a.sql, a.args = d.q.ack, []any{pgUUIDs(ids), pgUUIDs(tokens)}
+	return a
+}
+
+// runAck sends a's statement and reads its result, and sends the members'
+// ack when the whole-claim ack could not settle the claim.
+func (d *Driver) runAck(ctx context.Context, a *ackPlan) error {
+	for a.sql != "" {
+		rows, err := d.pool.Query(ctx, a.sql, a.args...)
+		if err != nil {
+			return mapErr(ctx, "ack", err)
+		}
+		if err := d.readAck(a, rows); err != nil {
+			return mapErr(ctx, "ack", err)
+		}
 	}
-	if err != nil {
-		return nil, mapErr(ctx, "ack", err)
+	return nil
+}
+
+// readAck reads the result of a's statement into a.errs and clears a.sql,
+// or, when the whole-claim ack could not settle the claim, sets a.sql to
+// the members' ack, to be sent next.
+func (d *Driver) readAck(a *ackPlan, rows pgx.Rows) error {
+	if a.whole {
+		whole, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[bool])
+		if err != nil {
+			return err
+		}
+		d.sizes.forget(a.key)
+		a.whole = false
+		if whole {
+			d.wholeAcks.Add(1)
+			a.sql = ""
+		} else {
+			a.sql, a.args = d.q.ackClaim, a.retry
+		}
+		return nil
 	}
-	deleted := make(map[string]bool, len(ids))
+	a.sql = ""
+	deleted := make(map[string]bool, len(a.refs))
 	whole := false
 	var id string
 	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
@@ -80,13 +124,13 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 		deleted[id] = true
 		return nil
 	}); err != nil {
-		return nil, mapErr(ctx, "ack", err)
+		return err
 	}
 	if whole {
-		return errs, nil
+		return nil
 	}
-	for i, r := range refs {
-		if errs[i] != nil {
+	for i, r := range a.refs {
+		if a.errs[i] != nil {
 			continue
 		}
 		// The server returns ids in canonical lower case.
@@ -94,10 +138,10 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 		if deleted[key] {
 			delete(deleted, key) // a repeated ref is a second settlement
 		} else {
-			errs[i] = backend.ErrLeaseLost
+			a.errs[i] = backend.ErrLeaseLost
 		}
 	}
-	return errs, nil
+	return nil
 }
 
 // Retry ends the lease and makes the message claimable after delay; an

@@ -27,10 +27,10 @@
 //     when its handler returns and hands the message to its queue's acker,
 //     which acks the successes that finish close together with one
 //     Client.AckBatch (one round trip). When the driver acks and claims in
-//     one round trip (backend.AckReceiver, Redis), the receive loop sends
-//     them with its next claim instead (Client.AckReceive). The job's end
-//     is reported (Config.OnJobEnd, logs) only once its ack is stored or
-//     has failed.
+//     one round trip (backend.AckReceiver: Redis, PostgreSQL), the receive
+//     loop sends them with its next claim instead (Client.AckReceive). The
+//     job's end is reported (Config.OnJobEnd, logs) only once its ack is
+//     stored or has failed.
 //   - an error made by [Permanent] (checked with errors.As, so it may be
 //     wrapped): the message is dead-lettered at once with the error text as
 //     the reason. Permanent and transient failures never share a retry budget.
