@@ -93,11 +93,12 @@ func TestAckReceiveOneTransaction(t *testing.T) {
 	}
 }
 
-// TestAckReceiveQuietOnlyAcks: on a queue whose last claim took less than
-// it could, with no notification since, AckReceive acks without a claim,
-// as Receive waits without one; a message enqueued elsewhere afterwards
-// is claimed by a later AckReceive once its notification came.
-func TestAckReceiveQuietOnlyAcks(t *testing.T) {
+// TestAckReceiveClaimsOnlyBacklogs: after a claim that took less than it
+// could, AckReceive acks without a claim, even once a message enqueued
+// elsewhere has been notified (the receive that follows claims it, with
+// whatever else came meanwhile); after a claim that took all it asked
+// for, AckReceive claims the rest in the same call.
+func TestAckReceiveClaimsOnlyBacklogs(t *testing.T) {
 	quietModes(t, func(t *testing.T, mode string, open func() *postgres.Driver) {
 		d, other := open(), open()
 		ctx := ctxT(t, 30*time.Second)
@@ -108,11 +109,11 @@ func TestAckReceiveQuietOnlyAcks(t *testing.T) {
 		if err != nil || len(ds) != 3 {
 			t.Fatalf("Receive: %d, %v; want 3", len(ds), err)
 		}
-		settleQuiet(t, d, "q", p)
+		enqueueRaw(t, other, "q", 12)
 		claims := postgres.Claims(d)
 		errs, got, err := d.AckReceive(ctx, refsOf(ds), "q", p)
 		if err != nil || len(got) != 0 {
-			t.Fatalf("AckReceive on a quiet queue: %d deliveries, %v; want the acks alone", len(got), err)
+			t.Fatalf("AckReceive after a claim of 3 of 10: %d deliveries, %v; want the acks alone", len(got), err)
 		}
 		for i, e := range errs {
 			if e != nil {
@@ -120,7 +121,7 @@ func TestAckReceiveQuietOnlyAcks(t *testing.T) {
 			}
 		}
 		if n := postgres.Claims(d) - claims; n != 0 {
-			t.Errorf("AckReceive on a quiet queue ran %d claims; want none", n)
+			t.Errorf("AckReceive after a claim of 3 of 10 ran %d claims; want none", n)
 		}
 		// The acks held: acking again finds the leases gone.
 		again, err := d.Ack(ctx, refsOf(ds))
@@ -132,17 +133,22 @@ func TestAckReceiveQuietOnlyAcks(t *testing.T) {
 				t.Errorf("second ack %d: %v; want ErrLeaseLost", i, e)
 			}
 		}
-		enqueueRaw(t, other, "q", 1)
-		var late []backend.Delivery
-		waitFor(t, 10*time.Second, "AckReceive to claim the message enqueued elsewhere", func() bool {
-			_, late, err = d.AckReceive(ctx, nil, "q", p)
-			if err != nil {
-				t.Fatal(err)
+		full, err := d.Receive(ctx, "q", p)
+		if err != nil || len(full) != 10 {
+			t.Fatalf("Receive: %d, %v; want 10 of the 12 enqueued elsewhere", len(full), err)
+		}
+		claims = postgres.Claims(d)
+		errs, rest, err := d.AckReceive(ctx, refsOf(full), "q", p)
+		if err != nil || len(rest) != 2 {
+			t.Fatalf("AckReceive after a full claim: %d deliveries, %v; want the other 2", len(rest), err)
+		}
+		for i, e := range errs {
+			if e != nil {
+				t.Errorf("ack %d: %v", i, e)
 			}
-			return len(late) > 0
-		})
-		if len(late) != 1 {
-			t.Errorf("AckReceive claimed %d; want the one message", len(late))
+		}
+		if n := postgres.Claims(d) - claims; n != 1 {
+			t.Errorf("AckReceive after a full claim ran %d claims; want 1", n)
 		}
 	})
 }

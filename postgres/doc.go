@@ -106,8 +106,10 @@
 //
 // Client.AckReceive (and so the worker) sends the ack and the next claim
 // in one round trip and one transaction (backend.AckReceiver): a consumer
-// that keeps busy commits once per batch, not twice. On a queue where a
-// claim would find nothing, as above, it only acks.
+// working through a backlog commits once per batch, not twice. It claims
+// only while the queue's last claim took all it asked for; after one that
+// took less it only acks, and the Receive that follows claims when told
+// there is more.
 //
 // # Poolers (PgBouncer)
 //

@@ -108,6 +108,20 @@ func (w *waiters) quietWait(queue string, now time.Time) (time.Duration, bool) {
 	return m.due.Sub(now), true
 }
 
+// backlogged reports whether queue's last claim by this driver took all it
+// asked for (or failed, or started while the listener was down), or none
+// is known: a claim now may well fill up. After a claim that took less, a
+// consumer's next claim is better left to its Receive, which claims once a
+// notification or a due time comes and then takes everything committed
+// meanwhile; an AckReceive that claimed at once took less each time (in a
+// fan-out to ten subscriptions, 4% more rows and WAL per event).
+func (w *waiters) backlogged(queue string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.quiet[queue]
+	return m == nil || !m.set
+}
+
 // noisy clears the mark of queue: something may make a claim find a
 // message without a notification (a lease made shorter).
 func (w *waiters) noisy(queue string) {

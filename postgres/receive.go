@@ -114,9 +114,11 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 // AckReceive acks refs and claims what of queue is ready now, in one round
 // trip and one transaction (backend.AckReceiver): the ack statement Ack
 // would send, then the claim Receive would make. Either failing undoes
-// both. When the queue is quiet (the last claim took less than it could,
-// and neither a notification nor a due time came since: a claim would find
-// nothing), it only acks, as Receive would only wait. When the log mode's
+// both. It claims only while the queue has a backlog: when the last claim
+// of the queue by this driver took all it asked for, or none is known.
+// After a claim that took less, it only acks, and the caller's Receive
+// claims once a notification or a due time says there is more, by then
+// with more to take at once (see waiters.backlogged). When the log mode's
 // whole-claim ack finds the claim changed, the members' ack follows in a
 // second round trip, as in Ack.
 func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue string, p backend.ReceiveParams) ([]error, []backend.Delivery, error) {
@@ -124,8 +126,7 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 		return nil, nil, backend.ErrClosed
 	}
 	a := d.planAck(refs)
-	if _, quiet := d.waiters.quietWait(queue, time.Now()); quiet {
-		d.skipped.Add(1)
+	if !d.waiters.backlogged(queue) {
 		if err := d.runAck(ctx, a); err != nil {
 			return nil, nil, err
 		}
