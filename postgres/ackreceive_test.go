@@ -20,6 +20,17 @@ func refsOf(ds []backend.Delivery) []backend.Ref {
 	return refs
 }
 
+// wantAckErrs reports each of errs that is not want (errors.Is; nil: no
+// error).
+func wantAckErrs(t *testing.T, what string, errs []error, want error) {
+	t.Helper()
+	for i, e := range errs {
+		if !errors.Is(e, want) {
+			t.Errorf("%s %d: %v; want %v", what, i, e, want)
+		}
+	}
+}
+
 // TestAckReceiveOneTransaction: AckReceive's ack and claim commit
 // together. While another session holds the queue's claim lock (the log
 // mode's advisory lock), the claim waits, and the ack sent before it in the
@@ -115,11 +126,7 @@ func TestAckReceiveClaimsOnlyBacklogs(t *testing.T) {
 		if err != nil || len(got) != 0 {
 			t.Fatalf("AckReceive after a claim of 3 of 10: %d deliveries, %v; want the acks alone", len(got), err)
 		}
-		for i, e := range errs {
-			if e != nil {
-				t.Errorf("ack %d: %v", i, e)
-			}
-		}
+		wantAckErrs(t, "ack", errs, nil)
 		if n := postgres.Claims(d) - claims; n != 0 {
 			t.Errorf("AckReceive after a claim of 3 of 10 ran %d claims; want none", n)
 		}
@@ -128,11 +135,7 @@ func TestAckReceiveClaimsOnlyBacklogs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, e := range again {
-			if !errors.Is(e, backend.ErrLeaseLost) {
-				t.Errorf("second ack %d: %v; want ErrLeaseLost", i, e)
-			}
-		}
+		wantAckErrs(t, "second ack", again, backend.ErrLeaseLost)
 		full, err := d.Receive(ctx, "q", p)
 		if err != nil || len(full) != 10 {
 			t.Fatalf("Receive: %d, %v; want 10 of the 12 enqueued elsewhere", len(full), err)
@@ -142,11 +145,7 @@ func TestAckReceiveClaimsOnlyBacklogs(t *testing.T) {
 		if err != nil || len(rest) != 2 {
 			t.Fatalf("AckReceive after a full claim: %d deliveries, %v; want the other 2", len(rest), err)
 		}
-		for i, e := range errs {
-			if e != nil {
-				t.Errorf("ack %d: %v", i, e)
-			}
-		}
+		wantAckErrs(t, "ack", errs, nil)
 		if n := postgres.Claims(d) - claims; n != 1 {
 			t.Errorf("AckReceive after a full claim ran %d claims; want 1", n)
 		}
