@@ -47,7 +47,7 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		d.notifier.leadDone(queue, true) // nothing stored
-		return nil, fmt.Errorf("fila/postgres: enqueue: %w", mapErr(ctx, "enqueue", err))
+		return nil, mapErr(ctx, "enqueue", err)
 	}
 	lq := &leadQuerier{Conn: conn}
 	defer func() {

@@ -26,7 +26,7 @@ func (d *Driver) EnqueueMulti(ctx context.Context, batches []backend.QueueBatch)
 	}
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("fila/postgres: enqueue: %w", mapErr(ctx, "enqueue", err))
+		return mapErr(ctx, "enqueue", err)
 	}
 	defer releaseIdle(conn)
 	if err := d.insertMulti(ctx, conn, batches, true); err != nil {
