@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/postgres"
 )
 
@@ -458,7 +460,9 @@ func TestLogTopicDedupKey(t *testing.T) {
 // TestLogPublishByCopy: a batch large enough to be written by COPY is
 // stored as the publish statement stores a small one: every field, headers
 // and empty bodies included, reaches each subscription byte for byte, in
-// order, and a delay counts from the server's now().
+// order, due at the transaction's now(). A batch of the same size with a
+// delayed message goes by the statement, its delay counted from the
+// server's now().
 func TestLogPublishByCopy(t *testing.T) {
 	pool := testPool(t)
 	schema := migratedSchema(t, pool)
@@ -485,7 +489,6 @@ func TestLogPublishByCopy(t *testing.T) {
 	}
 	before := postgres.CopyPublishes(drv)
 	big := batch(40, "big")
-	big = append(big, fila.Message{Kind: "later", Body: []byte("x"), Delay: time.Hour})
 	res, err := c.PublishBatch(ctx, "copied", big)
 	if err != nil {
 		t.Fatal(err)
@@ -501,8 +504,16 @@ func TestLogPublishByCopy(t *testing.T) {
 	if n := postgres.CopyPublishes(drv) - before; n != 1 {
 		t.Fatalf("a publish of 3 was written by COPY")
 	}
-	sent := append(slices.Clone(big[:len(big)-1]), small...)
-	ids := append(slices.Clone(res.IDs[:len(big)-1]), res2.IDs...)
+	delayed := append(batch(40, "delayed"), fila.Message{Kind: "later", Body: []byte("x"), Delay: time.Hour})
+	res3, err := c.PublishBatch(ctx, "copied", delayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := postgres.CopyPublishes(drv) - before; n != 1 {
+		t.Fatalf("a publish with a delayed message was written by COPY")
+	}
+	sent := slices.Concat(big, small, delayed[:len(delayed)-1])
+	ids := slices.Concat(res.IDs, res2.IDs, res3.IDs[:len(delayed)-1])
 	for _, q := range subs {
 		got := receiveAll(t, c, q, len(sent), 30*time.Second)
 		for i, m := range sent {
@@ -517,29 +528,35 @@ func TestLogPublishByCopy(t *testing.T) {
 			}
 		}
 	}
-	// Rows in publish order, and the delayed one due an hour after the
-	// transaction's now() (the row's txid says which transaction).
+	// Rows in publish order; the COPY's rows due at once, all at one
+	// time (their transaction's now()), in the current generation; and the
+	// delayed one due an hour after its enqueue.
 	var ordered bool
-	var due time.Duration
+	var runAts, gens int
+	var lag, due time.Duration
 	var nulls int
 	err = pool.QueryRow(ctx, fmt.Sprintf(`SELECT
 		(SELECT array_agg(id ORDER BY pos) FROM %[1]s.log_messages WHERE queue = '~t:copied' AND kind <> 'later')::text[] = $1::text[],
+		(SELECT count(DISTINCT run_at) FROM %[1]s.log_messages WHERE kind LIKE 'big.%%'),
+		(SELECT extract(epoch FROM clock_timestamp() - min(run_at)) * 1e6 FROM %[1]s.log_messages WHERE kind LIKE 'big.%%')::int8,
+		(SELECT count(*) FROM %[1]s.log_messages WHERE kind LIKE 'big.%%' AND gen <> (SELECT cur FROM %[1]s.log_state)),
 		(SELECT extract(epoch FROM run_at - enqueued_at) * 1e6 FROM %[1]s.log_messages WHERE kind = 'later')::int8,
 		(SELECT count(*) FROM %[1]s.log_messages WHERE queue = '~t:copied' AND headers IS NULL)`, schema),
-		ids).Scan(&ordered, &due, &nulls)
+		ids).Scan(&ordered, &runAts, &lag, &gens, &due, &nulls)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ordered {
 		t.Error("the stream's rows are not in publish order")
 	}
-	want := 0
-	for _, m := range big {
-		if len(m.Headers) == 0 {
-			want++
-		}
+	if lag *= time.Microsecond; runAts != 1 || lag < 0 || lag > time.Minute {
+		t.Errorf("the COPY's rows have %d run-ats, the first %v ago; want one, in the last minute", runAts, lag)
 	}
-	for _, m := range small {
+	if gens != 0 {
+		t.Errorf("%d of the COPY's rows are outside the current generation", gens)
+	}
+	want := 0
+	for _, m := range slices.Concat(big, small, delayed) {
 		if len(m.Headers) == 0 {
 			want++
 		}
@@ -722,10 +739,10 @@ func TestLogTopicPublishNotifiesOnce(t *testing.T) {
 }
 
 // TestLogPublishByCopyMatchesStatement: a publish by COPY, whose rows the
-// driver encodes itself, stores the same enqueue time, run-at, headers and
-// attempts as the publish statement (a batch under copyMin) for the same
-// messages, to the microsecond, including times before 2000 and
-// nanoseconds that round.
+// driver encodes itself, stores the same enqueue time, headers and attempts
+// as the publish statement (a batch under copyMin) for the same messages,
+// to the microsecond, including times before 2000 and nanoseconds that
+// round.
 func TestLogPublishByCopyMatchesStatement(t *testing.T) {
 	pool := testPool(t)
 	schema := migratedSchema(t, pool)
@@ -742,7 +759,7 @@ func TestLogPublishByCopyMatchesStatement(t *testing.T) {
 				EnqueuedAt: at.Add(time.Duration(i) * 999 * time.Nanosecond), Attempts: i % 3}
 			switch i % 4 {
 			case 1:
-				out[i].RunAt = at.Add(time.Hour + time.Duration(i)*time.Microsecond)
+				out[i].Attempts = 1<<31 - 1
 			case 2:
 				out[i].EnqueuedAt = time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.UTC)
 				out[i].Headers = map[string]string{"a": "b"}
@@ -761,7 +778,7 @@ func TestLogPublishByCopyMatchesStatement(t *testing.T) {
 		t.Fatalf("%d publishes by COPY, want 1", n)
 	}
 	type row struct {
-		Enq, Run        time.Time
+		Enq             time.Time
 		Headers         *string
 		Attempts, MaxAt int
 		Body            []byte
@@ -770,8 +787,8 @@ func TestLogPublishByCopyMatchesStatement(t *testing.T) {
 		var out []row
 		for _, m := range msgs {
 			var r row
-			err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT enqueued_at, run_at, headers::text, attempts, max_attempts, body
-				FROM %s.log_messages WHERE id = $1`, schema), m.ID).Scan(&r.Enq, &r.Run, &r.Headers, &r.Attempts, &r.MaxAt, &r.Body)
+			err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT enqueued_at, headers::text, attempts, max_attempts, body
+				FROM %s.log_messages WHERE id = $1`, schema), m.ID).Scan(&r.Enq, &r.Headers, &r.Attempts, &r.MaxAt, &r.Body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -782,10 +799,72 @@ func TestLogPublishByCopyMatchesStatement(t *testing.T) {
 	got, want := read(byCopy[:3]), read(byStmt)
 	for i := range want {
 		g, w := got[i], want[i]
-		if !g.Enq.Equal(w.Enq) || (byStmt[i].RunAt.IsZero() != byCopy[i].RunAt.IsZero()) ||
-			(!byStmt[i].RunAt.IsZero() && !g.Run.Equal(w.Run)) || (g.Headers == nil) != (w.Headers == nil) ||
+		if !g.Enq.Equal(w.Enq) || (g.Headers == nil) != (w.Headers == nil) ||
 			(g.Headers != nil && *g.Headers != *w.Headers) || g.Attempts != w.Attempts || g.MaxAt != w.MaxAt || !bytes.Equal(g.Body, w.Body) {
 			t.Errorf("message %d: by COPY %+v, by the statement %+v", i, g, w)
 		}
+	}
+}
+
+// TestLogPublishByCopyFailureKeepsNothing: a publish by COPY is one
+// transaction, and the driver reads the whole exchange of a failed one. A
+// row the server refuses (a kind with a NUL byte, which the root package
+// would have refused first) fails the batch as invalid input and stores
+// none of its rows; the pool's one connection then publishes again. A
+// publish to a topic without subscriptions stores nothing and reports none.
+func TestLogPublishByCopyFailureKeepsNothing(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	schema := migratedSchema(t, pool)
+	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog, DisableListen: true, PollInterval: time.Second})
+	if err := d.TopicSubscribe(ctx, "fails", "fails.sub"); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(n int) []backend.Message {
+		out := make([]backend.Message, n)
+		for i := range out {
+			out[i] = backend.Message{ID: uuidString(), Kind: "k", Body: []byte{byte(i)}, MaxAttempts: 1, EnqueuedAt: time.Now()}
+		}
+		return out
+	}
+	stored := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.log_messages`, schema)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	copies := postgres.CopyPublishes(d)
+	bad := batch(40)
+	bad[29].Kind = "k\x00"
+	if _, err := d.TopicPublish(ctx, "fails", bad); !errors.Is(err, backend.ErrInvalid) {
+		t.Fatalf("a publish with a NUL in a kind: %v, want ErrInvalid", err)
+	}
+	if n := stored(); n != 0 {
+		t.Fatalf("the failed publish stored %d rows, want none", n)
+	}
+	for range 3 {
+		n, err := d.TopicPublish(ctx, "fails", batch(40))
+		if err != nil || n != 1 {
+			t.Fatalf("publish after the failure: %d subscriptions, %v; want 1, nil", n, err)
+		}
+	}
+	if n, err := d.TopicPublish(ctx, "nobody", batch(40)); err != nil || n != 0 {
+		t.Fatalf("publish to a topic without subscriptions: %d, %v; want 0, nil", n, err)
+	}
+	if n := stored(); n != 120 {
+		t.Errorf("%d rows stored, want 120", n)
+	}
+	if n := postgres.CopyPublishes(d) - copies; n != 4 {
+		t.Errorf("%d publishes by COPY, want 4", n)
 	}
 }

@@ -51,13 +51,12 @@ type statements struct {
 	rotateCopy     string // log mode only
 	rotateTruncate string // log mode only
 
-	subscribe   string // log mode only
-	rewind      string // log mode only
-	unsubscribe string // log mode only
-	publish     string // log mode only
-	publishHead string // log mode only: a COPY publish's subscriptions, generation and now()
-	publishCopy string // log mode only: a publish's COPY and its COMMIT
-	lag         string // log mode only
+	subscribe   string    // log mode only
+	rewind      string    // log mode only
+	unsubscribe string    // log mode only
+	publish     string    // log mode only
+	publishCopy [2]string // log mode only: a publish by COPY, before and after the topic's literal
+	lag         string    // log mode only
 }
 
 // channelName returns the LISTEN/NOTIFY channel of a schema.

@@ -1,15 +1,18 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -159,24 +162,27 @@ func (d *Driver) publish(ctx context.Context, q Querier, topic string, msgs []ba
 		}
 	}
 	var subs []string
-	if len(plain) >= copyMin && !inTx {
+	var a *enqueueArgs
+	if len(plain) > 0 {
 		var err error
-		if subs, err = d.publishCopy(ctx, topic, plain); err != nil {
-			return nil, fmt.Errorf("fila/postgres: publish: %w", mapErr(ctx, "publish", err))
-		}
-	} else if len(plain) > 0 {
-		a, err := buildArgs(plain)
-		if err != nil {
+		if a, err = buildArgs(plain); err != nil {
 			return nil, err
 		}
-		err = q.QueryRow(ctx, d.q.publish, "~t:"+topic, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt,
+	}
+	if len(plain) >= copyMin && !inTx && byCopy(a) {
+		var err error
+		if subs, err = d.publishCopy(ctx, topic, a); err != nil {
+			return nil, mapErr(ctx, "publish", err)
+		}
+	} else if len(plain) > 0 {
+		err := q.QueryRow(ctx, d.q.publish, "~t:"+topic, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt,
 			a.delayMicros, a.maxAttempts, a.attempts, topicMarkQueue+topic).Scan(&subs)
 		if err != nil {
-			return nil, fmt.Errorf("fila/postgres: publish: %w", mapErr(ctx, "publish", err))
+			return nil, mapErr(ctx, "publish", err)
 		}
 		if inTx && len(subs) > 0 {
 			if _, err := q.Exec(ctx, `SELECT pg_notify($1, s) FROM unnest($2::text[]) AS s`, d.q.channel, subs); err != nil {
-				return nil, fmt.Errorf("fila/postgres: publish: %w", mapErr(ctx, "publish", err))
+				return nil, mapErr(ctx, "publish", err)
 			}
 		}
 	} else {
@@ -185,7 +191,7 @@ func (d *Driver) publish(ctx context.Context, q Querier, topic string, msgs []ba
 			subs, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fila/postgres: publish: %w", mapErr(ctx, "publish", err))
+			return nil, mapErr(ctx, "publish", err)
 		}
 		for i := range subs {
 			subs[i] = strings.TrimPrefix(subs[i], topicSubMark)
@@ -216,80 +222,142 @@ func (d *Driver) publish(ctx context.Context, q Querier, topic string, msgs []ba
 // copyMin is the smallest batch TopicPublish writes by COPY (publishCopy).
 // COPY inserts the rows a page at a time, one WAL record per page instead of
 // one per row: 46 fewer WAL bytes a row (363 → 317 for a 64-byte body, one
-// transaction of 100 rows per COPY or INSERT, BENCHMARKS.md). It takes one
-// more round trip than the publish statement, which a batch this small does
-// not repay.
+// transaction of 100 rows per COPY or INSERT, BENCHMARKS.md). It costs
+// encoding work the publish statement does not, which a batch this small
+// does not repay.
 const copyMin = 16
 
-// copyColumns are the columns a publish by COPY writes, in the order
-// copyRows encodes them; pos and txid take their defaults (nextval and the
-// inserting transaction), which keep COPY's page-at-a-time insert.
-var copyColumns = []string{"gen", "id", "queue", "kind", "body", "headers", "enqueued_at", "run_at", "max_attempts", "attempts"}
-
-// publishCopy appends msgs, none with a dedup key, to topic's stream by
-// COPY in a transaction of its own, when the topic has subscriptions, and
-// returns them. It writes what the publish statement writes: the
-// generation and the subscriptions are read in the same transaction, and
-// a row's run-at is its own or the transaction's now() plus its delay, by
-// the server's clock.
-//
-// Two round trips: BEGIN and the head in one pipeline, then the COPY with
-// the COMMIT after it in one simple query. (BEGIN, the head, COPY and
-// COMMIT one at a time were four: in a fan-out to ten subscriptions whose
-// consumers kept both CPUs busy, the publisher waited for a CPU at each,
-// and published ×0.68–0.73 of PgQue's rate against ×0.77–0.79 for the
-// publish statement's one, BENCHMARKS.md.)
-func (d *Driver) publishCopy(ctx context.Context, topic string, msgs []backend.Message) (subs []string, err error) {
-	a, err := buildArgs(msgs) // the values the publish statement gets
-	if err != nil {
-		return nil, err
+// byCopy reports whether publishCopy can write msgs: none has a dedup key
+// (the caller's split), none a delay or a run-at of its own, so every row's
+// run-at is the transaction's now(), the column's default. A delayed row's
+// run-at counts from the server's now(), which COPY cannot compute; such a
+// batch goes by the publish statement.
+func byCopy(a *enqueueArgs) bool {
+	for i := range a.ids {
+		if a.runAt[i].Valid || a.delayMicros[i] != 0 {
+			return false
+		}
 	}
+	return true
+}
+
+// copyColumns are the columns a publish by COPY writes, in the order
+// copyRows encodes them. The others take their defaults: gen the
+// generation the first statement read (schema version 15), run_at now(),
+// pos nextval and txid the inserting transaction, none of which stops
+// COPY's page-at-a-time insert.
+var copyColumns = []string{"id", "queue", "kind", "body", "headers", "enqueued_at", "max_attempts", "attempts"}
+
+// publishCopy appends msgs (byCopy) to topic's stream by COPY when the
+// topic has subscriptions, and returns them. It writes what the publish
+// statement writes, in one round trip and one transaction: one simple query
+// whose first statement reads the subscriptions and sets the generation and
+// whether to write (transaction-local settings), and whose COPY reads its
+// rows, sent with the query, and keeps them only then. The rows go before
+// the server asks for them (it reads them once the COPY starts, and drops
+// them unread when the first statement fails), so the driver talks the
+// protocol itself: pgx's CopyFrom waits for the COPY to start and ignores
+// the first statement's row.
+//
+// (Before schema version 15 it took two round trips, the first to read the
+// generation and now(); in a fan-out to ten subscriptions whose consumers
+// keep both CPUs busy the publisher waits for a CPU at each, BENCHMARKS.md.)
+func (d *Driver) publishCopy(ctx context.Context, topic string, a *enqueueArgs) (subs []string, err error) {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// A failure leaves the transaction open or aborted: rolled back here.
-	defer releaseIdle(conn)
+	defer conn.Release()
+	pc := conn.Conn().PgConn()
+	// Anything but a clean end leaves the protocol mid-way: the connection
+	// is closed, and Release drops it.
+	clean := false
+	defer func() {
+		if !clean {
+			_ = pc.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	query := d.q.publishCopy[0] + quoteLiteral(topicMarkQueue+topic) + d.q.publishCopy[1]
+	out, err := (&pgproto3.Query{String: query}).Encode(nil)
+	if err != nil {
+		return nil, err
+	}
+	msgs := net.Buffers{out}
+	for data := copyRows("~t:"+topic, a); len(data) > 0; {
+		n := min(len(data), copyChunk)
+		msgs = append(msgs, binary.BigEndian.AppendUint32([]byte{'d'}, uint32(n+4)), data[:n])
+		data = data[n:]
+	}
+	msgs = append(msgs, []byte{'c', 0, 0, 0, 4}) // CopyDone
+	nc := pc.Conn()
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetWriteDeadline(time.Unix(1, 0)) })
+	_, werr := msgs.WriteTo(nc)
+	if !stop() {
+		return nil, context.Cause(ctx)
+	}
+	if werr != nil {
+		return nil, werr
+	}
 	var (
-		gen int16
-		now time.Time
+		pgErr  error
+		rows   int64
+		copied bool
 	)
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(d.q.publishHead, topicMarkQueue+topic).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&subs, &gen, &now)
-	})
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
+	for {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.DataRow:
+			// The subscriptions, then the two settings' values.
+			if len(m.Values) == 3 {
+				err = conn.Conn().TypeMap().Scan(pgtype.TextArrayOID, pgx.TextFormatCode, m.Values[0], &subs)
+			} else {
+				err = fmt.Errorf("the publish's first statement returned %d columns, want 3", len(m.Values))
+			}
+			if err != nil && pgErr == nil {
+				pgErr = err
+			}
+		case *pgproto3.CommandComplete:
+			if tag := pgconn.NewCommandTag(string(m.CommandTag)); strings.HasPrefix(tag.String(), "COPY ") {
+				rows, copied = tag.RowsAffected(), true
+			}
+		case *pgproto3.ErrorResponse:
+			if pgErr == nil {
+				pgErr = pgconn.ErrorResponseToPgError(m)
+			}
+		case *pgproto3.ReadyForQuery:
+			clean = m.TxStatus == 'I'
+			if pgErr != nil {
+				return nil, pgErr
+			}
+			if !clean || !copied {
+				return nil, fmt.Errorf("the publish by COPY ended without its COPY (transaction status %q)", m.TxStatus)
+			}
+			if want := int64(len(a.ids)); len(subs) > 0 && rows != want || len(subs) == 0 && rows != 0 {
+				return nil, fmt.Errorf("the publish by COPY wrote %d rows for %d messages and %d subscriptions", rows, want, len(subs))
+			}
+			d.copyPublishes.Add(1)
+			return subs, nil
+		}
 	}
-	if len(subs) == 0 {
-		_, err := conn.Exec(ctx, "ROLLBACK")
-		return nil, err
-	}
-	data := copyRows(gen, "~t:"+topic, a, now)
-	if _, err := conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(data), d.q.publishCopy); err != nil {
-		return nil, err
-	}
-	d.copyPublishes.Add(1)
-	return subs, nil
 }
+
+// copyChunk is the most COPY data one CopyData message carries.
+const copyChunk = 1 << 20
 
 // copyRows encodes the rows of a publish by COPY in COPY's binary format,
 // the columns of copyColumns, with the values the publish statement would
-// store: a run-at not given is now plus the delay.
-func copyRows(gen int16, stream string, a *enqueueArgs, now time.Time) []byte {
+// store.
+func copyRows(stream string, a *enqueueArgs) []byte {
 	be := binary.BigEndian
 	buf := make([]byte, 0, 64*len(a.ids))
 	buf = append(buf, "PGCOPY\n\377\r\n\000"...)
 	buf = be.AppendUint32(buf, 0) // flags
 	buf = be.AppendUint32(buf, 0) // header extension
 	for i := range a.ids {
-		runAt := a.runAt[i].Time
-		if !a.runAt[i].Valid {
-			runAt = now.Add(time.Duration(a.delayMicros[i]) * time.Microsecond)
-		}
 		buf = be.AppendUint16(buf, uint16(len(copyColumns)))
-		buf = be.AppendUint16(be.AppendUint32(buf, 2), uint16(gen))
 		buf = appendField(buf, a.ids[i].Bytes[:])
 		buf = appendField(buf, stream)
 		buf = appendField(buf, a.kinds[i])
@@ -300,7 +368,6 @@ func copyRows(gen int16, stream string, a *enqueueArgs, now time.Time) []byte {
 			buf = be.AppendUint32(buf, 0xFFFFFFFF) // NULL
 		}
 		buf = be.AppendUint64(be.AppendUint32(buf, 8), uint64(pgMicros(a.enqueuedAt[i])))
-		buf = be.AppendUint64(be.AppendUint32(buf, 8), uint64(pgMicros(runAt)))
 		buf = be.AppendUint32(be.AppendUint32(buf, 4), uint32(a.maxAttempts[i]))
 		buf = be.AppendUint32(be.AppendUint32(buf, 4), uint32(a.attempts[i]))
 	}
@@ -318,6 +385,14 @@ func appendField[T []byte | string](buf []byte, v T) []byte {
 func pgMicros(t time.Time) int64 {
 	const y2k = 946684800 * 1000000 // 2000-01-01 in microseconds since 1970
 	return t.Unix()*1000000 + int64(t.Nanosecond())/1000 - y2k
+}
+
+// quoteLiteral returns s as an SQL string literal in the escape syntax,
+// which means the same whatever standard_conforming_strings says. s holds
+// no NUL (names are checked in the root package; PostgreSQL text cannot
+// hold one).
+func quoteLiteral(s string) string {
+	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
 }
 
 // topicStatements adds the log mode's topic statements to q.
@@ -346,18 +421,17 @@ func topicStatements(q *statements, s string) {
 	ORDER BY r.ord
 )
 SELECT subs FROM s`)
-	// The COPY of a publish (publishCopy) and the COMMIT of its
-	// transaction, one simple query: the COMMIT runs once the rows are in
-	// (an error skips it, and the caller rolls back).
-	q.publishCopy = fmt.Sprintf("COPY %s.log_messages (%s) FROM STDIN (FORMAT binary); COMMIT",
-		s, quoteColumns(copyColumns))
-	// The first statement of a publish by COPY (publishCopy): what the
-	// statement above reads, and the transaction's now(), from which the
-	// run-at of each row is computed as that statement computes it.
-	q.publishHead = r.Replace(`SELECT COALESCE(array_agg(substr(k.name, 5) ORDER BY k.name), '{}'),
-	(SELECT cur FROM {{s}}.log_state), now()
+	// A publish by COPY (publishCopy), one simple query around the topic's
+	// mark queue as a literal: the first statement reads the subscriptions
+	// and sets the generation and whether to write for the COPY's defaults
+	// and its WHERE (schema version 15).
+	q.publishCopy = [2]string{r.Replace(`SELECT COALESCE(array_agg(substr(k.name, 5) ORDER BY k.name), '{}'),
+	set_config('fila.log_gen', (SELECT cur FROM {{s}}.log_state)::text, true),
+	set_config('fila.log_write', (count(*) > 0)::text, true)
 FROM {{s}}.log_marks k
-WHERE k.queue = $1 AND left(k.name, 4) = 'sub/' AND (k.until IS NULL OR k.until > now())`)
+WHERE left(k.name, 4) = 'sub/' AND (k.until IS NULL OR k.until > now()) AND k.queue = `),
+		fmt.Sprintf("; COPY %s.log_messages (%s) FROM STDIN (FORMAT binary) WHERE current_setting('fila.log_write')::boolean",
+			s, quoteColumns(copyColumns))}
 }
 
 // quoteColumns returns cols as a list of quoted identifiers.
