@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Test hooks.
@@ -16,8 +18,10 @@ func Sleeping(d *Driver) int64 { return d.sleeping.Load() }
 // MigrateTo applies the migrations up to version upTo.
 var MigrateTo = migrateTo
 
-// ClaimRuns exposes claimRuns.
-var ClaimRuns = claimRuns
+// ClaimRuns is claimRuns over receipts in their text form.
+func ClaimRuns(receipts []string) (pgtype.UUID, []int64, bool) {
+	return claimRuns(pgUUIDs(receipts))
+}
 
 // ChannelName is the notification channel of a schema.
 var ChannelName = channelName

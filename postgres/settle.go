@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -47,15 +48,17 @@ type ackPlan struct {
 // the ack of each ref.
 func (d *Driver) planAck(refs []backend.Ref) *ackPlan {
 	a := &ackPlan{refs: refs, errs: make([]error, len(refs))}
-	ids := make([]string, 0, len(refs))
-	tokens := make([]string, 0, len(refs))
+	ids := make([]pgtype.UUID, 0, len(refs))
+	tokens := make([]pgtype.UUID, 0, len(refs))
 	for i, r := range refs {
-		if !validUUID(r.ID) || !validUUID(r.Receipt) {
+		id, ok := parseUUID(r.ID)
+		token, ok2 := parseUUID(r.Receipt)
+		if !ok || !ok2 {
 			a.errs[i] = backend.ErrLeaseLost
 			continue
 		}
-		ids = append(ids, r.ID)
-		tokens = append(tokens, r.Receipt)
+		ids = append(ids, id)
+		tokens = append(tokens, token)
 	}
 	if len(ids) == 0 {
 		return a
@@ -64,7 +67,7 @@ func (d *Driver) planAck(refs []backend.Ref) *ackPlan {
 		if token, runs, ok := claimRuns(tokens); ok {
 			// The log mode, the members of one claim: settled with one
 			// row when they are all of it ("*"), else as log_ack settles.
-			a.sql, a.args = d.q.ackClaim, []any{token, runs, pgUUIDs(ids), pgUUIDs(tokens)}
+			a.sql, a.args = d.q.ackClaim, []any{token, runs, ids, tokens}
 			// All the members a receive of this driver returned: the
 			// token and the runs say it, when nothing about the claim
 			// changed since.
@@ -75,7 +78,7 @@ func (d *Driver) planAck(refs []backend.Ref) *ackPlan {
 			return a
 		}
 	}
-	a.sql, a.args = d.q.ack, []any{pgUUIDs(ids), pgUUIDs(tokens)}
+	a.sql, a.args = d.q.ack, []any{ids, tokens}
 	return a
 }
 

@@ -49,6 +49,40 @@ func pgUUID(s string) pgtype.UUID {
 	return u
 }
 
+// parseUUID is validUUID and pgUUID in one pass: s in binary form, and
+// whether s is a UUID in its 36-character form.
+func parseUUID(s string) (u pgtype.UUID, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	for j, i := range uuidHexAt {
+		hi, ok1 := hexDigit(s[i])
+		lo, ok2 := hexDigit(s[i+1])
+		if !ok1 || !ok2 {
+			return u, false
+		}
+		u.Bytes[j] = hi<<4 | lo
+	}
+	u.Valid = true
+	return u, true
+}
+
+// uuidHexAt are the offsets of a UUID's 16 bytes in its 36-character form.
+var uuidHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// hexDigit is the value of the hex digit c, and whether c is one.
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
 // pgUUIDs is pgUUID over a slice.
 func pgUUIDs(ss []string) []pgtype.UUID {
 	out := make([]pgtype.UUID, len(ss))
@@ -76,13 +110,13 @@ func unhex(c byte) byte {
 // log_ack_claim takes them. A member's receipt is the claim's token with the
 // member's position in its last 8 bytes; its version nibble is 0, where a
 // lease's own token is a version 4 UUID (migrations/0011_log_claim_runs.sql).
-func claimRuns(receipts []string) (token pgtype.UUID, runs []int64, ok bool) {
+func claimRuns(receipts []pgtype.UUID) (token pgtype.UUID, runs []int64, ok bool) {
 	if len(receipts) < 2 {
 		return token, nil, false // one lease: log_ack costs no more
 	}
 	pos := make([]int64, len(receipts))
 	for i, r := range receipts {
-		key, p, ok := memberOf(r)
+		key, p, ok := memberBytes(r)
 		if !ok {
 			return token, nil, false
 		}
@@ -116,7 +150,11 @@ func claimRuns(receipts []string) (token pgtype.UUID, runs []int64, ok bool) {
 // version nibble is 0), and then returns the first 8 bytes its claim's token
 // and it share, and its position.
 func memberOf(r string) (key [8]byte, pos uint64, ok bool) {
-	u := pgUUID(r)
+	return memberBytes(pgUUID(r))
+}
+
+// memberBytes is memberOf for a receipt in binary form.
+func memberBytes(u pgtype.UUID) (key [8]byte, pos uint64, ok bool) {
 	if !u.Valid || u.Bytes[6] >= 16 {
 		return key, 0, false
 	}

@@ -23,6 +23,29 @@ func TestPgUUID(t *testing.T) {
 	}
 }
 
+// TestParseUUID: parseUUID accepts what validUUID accepts and returns the
+// bytes uuidtext.Parse reads, for the text changed at each position in
+// turn (a digit of either case, a dash, a character that is neither).
+func TestParseUUID(t *testing.T) {
+	const base = "0190d5a4-1b2c-7d3e-8f40-a1b2c3d4e5f6"
+	inputs := []string{"", base[:35], base + "0", "0190d5a41b2c7d3e8f40a1b2c3d4e5f60000"}
+	for i := range base {
+		for _, c := range "0aF-g /" {
+			inputs = append(inputs, base[:i]+string(c)+base[i+1:])
+		}
+	}
+	for _, s := range inputs {
+		got, ok := parseUUID(s)
+		if ok != validUUID(s) {
+			t.Errorf("parseUUID(%q) ok = %v, validUUID says %v", s, ok, validUUID(s))
+			continue
+		}
+		if want, _ := uuidtext.Parse(s); ok && (got.Bytes != want || !got.Valid) {
+			t.Errorf("parseUUID(%q) = %x (valid %v), want %x", s, got.Bytes, got.Valid, want)
+		}
+	}
+}
+
 // TestMemberReceipt: a member's receipt as log_claim returns it (its
 // claim's prefix and its position in hex) is written out as the UUID that
 // holds the position in its last 8 bytes; any other receipt is left alone.
