@@ -171,7 +171,8 @@
 // each subscription reads the stream through a read position of its own,
 // starting where it subscribed. A batch of 16 or more events without dedup
 // keys or delays is written by COPY (fewer WAL bytes per row), in one round
-// trip and one transaction like a smaller batch (schema version 15). A subscription is still a queue: the
+// trip and one transaction like a smaller batch (schema version 15). A
+// single receiver of a subscription gets its events in publish order. A subscription is still a queue: the
 // events it reads get their copy ids (fila.CopyID), its own leases,
 // attempts, retries, dead letters and stats, and a retry is appended to the
 // subscription alone. Rotation keeps an event while a subscription has not
