@@ -274,7 +274,9 @@ func (d *Driver) publishCopy(ctx context.Context, topic string, a *enqueueArgs) 
 	clean := false
 	defer func() {
 		if !clean {
-			_ = pc.Close(context.WithoutCancel(ctx))
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = pc.Close(cctx)
+			cancel()
 		}
 	}()
 	query := d.q.publishCopy[0] + quoteLiteral(topicMarkQueue+topic) + d.q.publishCopy[1]
