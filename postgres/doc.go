@@ -165,30 +165,29 @@
 // does: a message whose transaction took its id early and committed late
 // is delivered in the first batch that sees it, never skipped.
 //
-// Topics in the log mode are one log. A publish appends one row per event
-// to the topic's stream, whatever the number of subscriptions (in the
+// Topics in the log mode are one log. A publish appends one row per event to
+// the topic's stream, whatever the number of subscriptions (in the
 // skip-locked mode the portable layer writes a copy per subscription), and
 // each subscription reads the stream through a read position of its own,
 // starting where it subscribed. A batch of 16 or more events without dedup
 // keys or delays is written by COPY (fewer WAL bytes per row), in one round
 // trip and one transaction like a smaller batch (schema version 15). A
-// single receiver of a subscription gets its events in publish order. A subscription is still a queue: the
-// events it reads get their copy ids (fila.CopyID), its own leases,
-// attempts, retries, dead letters and stats, and a retry is appended to the
-// subscription alone. Rotation keeps an event while a subscription has not
-// read it or holds it leased, so a subscription nobody consumes keeps the
-// topic's rows from the moment it stops: its unread events count as ready
-// in its QueueStats (its lag, which the metrics and the dashboard show),
-// the driver logs a warning naming it once its oldest unread event is
-// older than twice the rotation interval (at least a minute), and
-// TopicUnsubscribe (or QueueDelete, which drops what it has not read)
-// lets rotation reclaim them. Messages
-// published with a dedup key are still copied into each subscription,
-// where the key is held. Subscriptions are kept as the portable layer kept
-// them (marks of the queue "fila.topic.<topic>"), so subscriptions made
-// before this schema version keep working; such a subscription reads the
-// topic's stream from its start, which holds only what was published
-// since.
+// single receiver of a subscription gets its events in publish order. A
+// subscription is still a queue: the events it reads get their copy ids
+// (fila.CopyID), its own leases, attempts, retries, dead letters and stats,
+// and a retry is appended to the subscription alone. Rotation keeps an event
+// while a subscription has not read it or holds it leased, so a subscription
+// nobody consumes keeps the topic's rows from the moment it stops: its
+// unread events count as ready in its QueueStats (its lag, which the metrics
+// and the dashboard show), the driver logs a warning naming it once its
+// oldest unread event is older than twice the rotation interval (at least a
+// minute), and TopicUnsubscribe (or QueueDelete, which drops what it has not
+// read) lets rotation reclaim them. Messages published with a dedup key are
+// still copied into each subscription, where the key is held. Subscriptions
+// are kept as the portable layer kept them (marks of the queue
+// "fila.topic.<topic>"), so subscriptions made before this schema version
+// keep working; such a subscription reads the topic's stream from its start,
+// which holds only what was published since.
 //
 // Rewind (schema version 10). With fila_topic_retention, rotation keeps a
 // topic's events for that long after their publish even once every

@@ -911,3 +911,49 @@ func TestLogTopicDeliveryOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestLogPublishByCopyQuotesTopic: the publish by COPY names its topic in
+// the query's text, quoted. A topic whose name holds a quote and a
+// backslash (the root package refuses such names; a driver called directly
+// does not) reaches its subscription, and one that differs only by them
+// does not, on connections where standard_conforming_strings is off, so a
+// backslash in a plain literal would be an escape.
+func TestLogPublishByCopyQuotesTopic(t *testing.T) {
+	ctx0 := ctxT(t, 30*time.Second)
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["standard_conforming_strings"] = "off"
+	pool, err := pgxpool.NewWithConfig(ctx0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	schema := migratedSchema(t, testPool(t)) // the migrations need the setting on
+	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
+	ctx := ctxT(t, 60*time.Second)
+	const topic = `it's\a topic`
+	if err := d.TopicSubscribe(ctx, topic, "quoted.sub"); err != nil {
+		t.Fatal(err)
+	}
+	batch := func() []backend.Message {
+		out := make([]backend.Message, 20)
+		for i := range out {
+			out[i] = backend.Message{ID: uuidString(), Kind: "k", Body: []byte{byte(i)}, MaxAttempts: 1, EnqueuedAt: time.Now()}
+		}
+		return out
+	}
+	copies := postgres.CopyPublishes(d)
+	for _, c := range []struct {
+		topic string
+		want  int
+	}{{topic, 1}, {`its\a topic`, 0}, {`it's a topic`, 0}} {
+		if n, err := d.TopicPublish(ctx, c.topic, batch()); err != nil || n != c.want {
+			t.Errorf("TopicPublish(%q) = %d, %v; want %d subscriptions", c.topic, n, err, c.want)
+		}
+	}
+	if n := postgres.CopyPublishes(d) - copies; n != 3 {
+		t.Errorf("%d publishes by COPY, want 3", n)
+	}
+}
