@@ -16,7 +16,6 @@ import (
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
-	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/postgres"
 )
 
@@ -730,16 +729,7 @@ func TestFailedEnqueueKeepsConnection(t *testing.T) {
 	schema := migratedSchema(t, testPool(t))
 	ctx := ctxT(t, 30*time.Second)
 	// One connection: any connection the pool closed shows as a new one.
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testPoolWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	d := newDriver(t, pool, postgres.Options{Schema: schema})
 	q := "dup-" + randHex(4)
 	msg := func(id string) []backend.Message {

@@ -38,6 +38,25 @@ func testPool(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
+// testPoolWith is testPool with its configuration changed by set first
+// (one connection, a server setting).
+func testPoolWith(t testing.TB, set func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatalf("pgxpool.ParseConfig: %v", err)
+	}
+	set(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("pgxpool.NewWithConfig: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // freshSchema returns a schema name unique to this test and drops the
 // schema when the test ends. It does not create it.
 func freshSchema(t testing.TB, pool *pgxpool.Pool) string {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/backend"
-	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/postgres"
 )
 
@@ -814,16 +813,7 @@ func TestLogPublishByCopyMatchesStatement(t *testing.T) {
 // publish to a topic without subscriptions stores nothing and reports none.
 func TestLogPublishByCopyFailureKeepsNothing(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testPoolWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	schema := migratedSchema(t, pool)
 	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog, DisableListen: true, PollInterval: time.Second})
 	if err := d.TopicSubscribe(ctx, "fails", "fails.sub"); err != nil {
@@ -919,17 +909,7 @@ func TestLogTopicDeliveryOrder(t *testing.T) {
 // does not, on connections where standard_conforming_strings is off, so a
 // backslash in a plain literal would be an escape.
 func TestLogPublishByCopyQuotesTopic(t *testing.T) {
-	ctx0 := ctxT(t, 30*time.Second)
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["standard_conforming_strings"] = "off"
-	pool, err := pgxpool.NewWithConfig(ctx0, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testPoolWith(t, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["standard_conforming_strings"] = "off" })
 	schema := migratedSchema(t, testPool(t)) // the migrations need the setting on
 	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
 	ctx := ctxT(t, 60*time.Second)
