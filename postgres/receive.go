@@ -69,14 +69,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 				passOn = woken // let another receive use the wake-up
 				return nil, err
 			}
-			var due time.Time
-			if next != nil {
-				due = time.Now().Add(time.Duration(*next) * time.Microsecond)
-			}
-			// Less than it could take, and a due time known when there
-			// may be one (the skip-locked mode's claim tells it always,
-			// the log mode's when it took less than p.Max).
-			d.waiters.claimEnded(queue, mark, len(ds) < p.Max && (next != nil || len(ds) == 0), due)
+			d.claimDone(queue, mark, len(ds), p.Max, next)
 			if len(ds) > 0 {
 				passOn = len(ds) == p.Max // more may be waiting
 				return ds, nil
@@ -111,6 +104,20 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 	}
 }
 
+// claimDone records the end of a claim of queue that took got of max, with
+// next, the microseconds until the queue's next due time when the claim
+// said (waiters.claimEnded): the queue is quiet when the claim took less
+// than it could and a due time is known where there may be one (the
+// skip-locked mode's claim tells it always, the log mode's when it took
+// less than max).
+func (d *Driver) claimDone(queue string, mark *quietMark, got, max int, next *int64) {
+	var due time.Time
+	if next != nil {
+		due = time.Now().Add(time.Duration(*next) * time.Microsecond)
+	}
+	d.waiters.claimEnded(queue, mark, got < max && (next != nil || got == 0), due)
+}
+
 // AckReceive acks refs and claims what of queue is ready now, in one round
 // trip and one transaction (backend.AckReceiver): the ack statement Ack
 // would send, then the claim Receive would make. Either failing undoes
@@ -142,11 +149,7 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 		d.waiters.claimEnded(queue, mark, false, time.Time{})
 		return nil, nil, err
 	}
-	var due time.Time
-	if next != nil {
-		due = time.Now().Add(time.Duration(*next) * time.Microsecond)
-	}
-	d.waiters.claimEnded(queue, mark, len(ds) < p.Max && (next != nil || len(ds) == 0), due)
+	d.claimDone(queue, mark, len(ds), p.Max, next)
 	if err := d.runAck(ctx, a); err != nil {
 		// What was claimed comes back when its leases expire.
 		return nil, nil, err
