@@ -20,7 +20,7 @@ func ExampleClient_Publish() {
 	_ = c.TopicSubscribe(ctx, "orders", "orders.email")
 	_ = c.TopicSubscribe(ctx, "orders", "orders.audit")
 	subs, err := c.TopicSubscriptions(ctx, "orders")
-	fmt.Println(subs, err)
+	fmt.Println(len(subs), err)
 
 	id, err := c.Publish(ctx, "orders", fila.Message{Kind: "order.created", Body: []byte(`{"order_id":7}`)})
 	if err != nil {
@@ -28,7 +28,8 @@ func ExampleClient_Publish() {
 	}
 
 	// Every subscription receives a copy of its own, with an id of its own.
-	for _, q := range subs {
+	for _, s := range subs {
+		q := s.Queue
 		ds, err := c.Receive(ctx, q, fila.ReceiveParams{})
 		if err != nil {
 			panic(err)
@@ -38,7 +39,7 @@ func ExampleClient_Publish() {
 		_ = d.Ack(ctx)
 	}
 	// Output:
-	// [orders.audit orders.email] <nil>
+	// 2 <nil>
 	// orders.audit order.created {"order_id":7} true true
 	// orders.email order.created {"order_id":7} true true
 }
@@ -68,4 +69,36 @@ func ExampleClient_PublishBatch() {
 	// 1 0 <nil>
 	// 2 1 <nil>
 	// 2 0
+}
+
+func ExampleKindPattern() {
+	ctx := context.Background()
+	c, err := fila.Open(ctx, "mem://example-kind-pattern")
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	// Refunds of any country go to one queue; everything about Brazil to
+	// another; the audit queue takes every kind.
+	_ = c.TopicSubscribe(ctx, "orders", "orders.refunds", fila.KindPattern("order.*.refunded"))
+	_ = c.TopicSubscribe(ctx, "orders", "orders.brazil", fila.KindPattern("*.brazil.#"))
+	_ = c.TopicSubscribe(ctx, "orders", "orders.audit")
+
+	for _, kind := range []string{"order.brazil.refunded", "order.chile.refunded", "order.brazil.created.late"} {
+		res, err := c.PublishBatch(ctx, "orders", []fila.Message{{Kind: kind}})
+		fmt.Println(kind, res.Subscriptions, err)
+	}
+	subs, _ := c.TopicSubscriptions(ctx, "orders")
+	for _, s := range subs {
+		st, _ := c.QueueStats(ctx, s.Queue)
+		fmt.Println(s.Queue, s.Patterns, st.Ready)
+	}
+	// Output:
+	// order.brazil.refunded 3 <nil>
+	// order.chile.refunded 2 <nil>
+	// order.brazil.created.late 2 <nil>
+	// orders.audit [] 3
+	// orders.brazil [*.brazil.#] 2
+	// orders.refunds [order.*.refunded] 2
 }

@@ -19,11 +19,18 @@ import (
 // consumed with Receive, a worker, the CLI or Relay as any queue's
 // messages are.
 //
+// A subscription made with KindPattern takes only the kinds its patterns
+// match (backend.KindMatch); the portable layer keeps each pattern as a
+// mark of its own, "sub/<queue>/<pattern>", beside "sub/<queue>" for a
+// subscription that takes every kind, and enqueues only the copies a
+// subscription takes.
+//
 // Drivers that implement backend.Topics keep subscriptions and make the
 // copies in the broker (RabbitMQ: a fanout exchange bound to the
-// subscriptions' queues, one publish; PostgreSQL's log mode: one row per
-// event, read by a cursor per subscription; Redis: one entry per event in
-// the topic's stream, copied into each subscription as it is read). For
+// subscriptions' queues, and a topic exchange behind it for patterns, one
+// publish; PostgreSQL's log mode: one row per event, read by a cursor per
+// subscription; Redis: one entry per event in the topic's stream, copied
+// into each subscription as it is read), and apply the patterns. For
 // the others the portable layer keeps subscriptions as marks of the topic
 // and stores the copies with one backend.MultiEnqueuer call, all or none
 // (PostgreSQL: one transaction), or else with one Enqueue per
@@ -92,12 +99,66 @@ func (c *Client) topics() (backend.Topics, error) {
 	return nil, nil
 }
 
+// Subscription is one queue's subscription to a topic.
+type Subscription struct {
+	// Queue is the subscription's queue.
+	Queue string
+	// Patterns are the kind patterns it takes messages of, sorted; none:
+	// it takes every kind.
+	Patterns []string
+}
+
+// SubscribeOption configures a TopicSubscribe.
+type SubscribeOption func(*subscribeOptions)
+
+type subscribeOptions struct {
+	pattern string
+}
+
+// KindPattern makes a subscription take only the messages whose kind
+// matches pattern, in the syntax of AMQP topic exchanges over the kind's
+// dot-separated words: "*" matches exactly one word, "#" zero or more,
+// any other word itself ("order.*.refunded", "*.brazil.#"). Words may be
+// empty. A pattern is 1 to MaxKindLen bytes of printable UTF-8; the empty
+// pattern is the same as no KindPattern: every kind.
+func KindPattern(pattern string) SubscribeOption {
+	return func(o *subscribeOptions) { o.pattern = pattern }
+}
+
+// ValidateKindPattern reports whether pattern is a valid kind pattern (see
+// KindPattern); "" is valid and matches every kind.
+func ValidateKindPattern(pattern string) error {
+	if pattern == "" {
+		return nil
+	}
+	if len(pattern) > MaxKindLen || !printable(pattern) {
+		return invalidf("kind pattern %.40q must be 1 to %d bytes of printable UTF-8", pattern, MaxKindLen)
+	}
+	return nil
+}
+
+// KindMatch reports whether kind matches pattern (see KindPattern), as
+// every driver routes it.
+func KindMatch(pattern, kind string) bool { return backend.KindMatch(pattern, kind) }
+
 // TopicSubscribe makes queue a subscription of topic: every message
 // published to topic after it returns is copied to queue. Messages published
-// before are not. Subscribing twice is not an error, and one queue may
-// subscribe to several topics.
-func (c *Client) TopicSubscribe(ctx context.Context, topic, queue string) error {
+// before are not. One queue may subscribe to several topics.
+//
+// With KindPattern, the subscription takes only the messages whose kind
+// matches the pattern. Subscribing again is not an error: it adds the
+// pattern, and the subscription then takes the kinds any of its patterns
+// matches (a subscription made without a pattern takes every kind). To
+// narrow a subscription, TopicUnsubscribe it and subscribe it again.
+func (c *Client) TopicSubscribe(ctx context.Context, topic, queue string, opts ...SubscribeOption) error {
+	var o subscribeOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	if err := validateSubscription(topic, queue); err != nil {
+		return err
+	}
+	if err := ValidateKindPattern(o.pattern); err != nil {
 		return err
 	}
 	native, err := c.topics()
@@ -106,11 +167,21 @@ func (c *Client) TopicSubscribe(ctx context.Context, topic, queue string) error 
 	}
 	return c.call(ctx, func(ctx context.Context) error {
 		if native != nil {
-			return native.TopicSubscribe(ctx, topic, queue)
+			return native.TopicSubscribe(ctx, topic, queue, o.pattern)
 		}
-		_, err := c.marker.MarkSet(ctx, topicMarkQueue+topic, topicSubMark+queue, time.Time{}, false)
+		_, err := c.marker.MarkSet(ctx, topicMarkQueue+topic, subMarkName(queue, o.pattern), time.Time{}, false)
 		return err
 	})
+}
+
+// subMarkName names the mark that keeps queue's subscription with pattern
+// ("": every kind). Queue names hold no '/', so the queue ends at the
+// first one.
+func subMarkName(queue, pattern string) string {
+	if pattern == "" {
+		return topicSubMark + queue
+	}
+	return topicSubMark + queue + "/" + pattern
 }
 
 // TopicUnsubscribe ends queue's subscription to topic and deletes the queue
@@ -134,7 +205,19 @@ func (c *Client) TopicUnsubscribe(ctx context.Context, topic, queue string) erro
 		if native != nil {
 			return native.TopicUnsubscribe(ctx, topic, queue)
 		}
-		return c.marker.MarkDelete(ctx, topicMarkQueue+topic, topicSubMark+queue)
+		// Every mark of the queue's subscription: one per pattern.
+		marks, err := c.lister.MarkList(ctx, topicMarkQueue+topic, topicSubMark+queue)
+		if err != nil {
+			return err
+		}
+		for _, m := range marks {
+			if q, _ := parseSubMark(m); q == queue {
+				if err := c.marker.MarkDelete(ctx, topicMarkQueue+topic, m); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -142,9 +225,10 @@ func (c *Client) TopicUnsubscribe(ctx context.Context, topic, queue string) erro
 	return c.QueueDelete(ctx, queue, QueueDeleteParams{Force: true})
 }
 
-// TopicSubscriptions returns the queues subscribed to topic, sorted. Drivers
-// that cannot list them (RabbitMQ over AMQP) return ErrUnsupported.
-func (c *Client) TopicSubscriptions(ctx context.Context, topic string) ([]string, error) {
+// TopicSubscriptions returns topic's subscriptions, sorted by queue, each
+// with its kind patterns. Drivers that cannot list them (RabbitMQ over
+// AMQP) return ErrUnsupported.
+func (c *Client) TopicSubscriptions(ctx context.Context, topic string) ([]Subscription, error) {
 	if err := ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
@@ -152,13 +236,20 @@ func (c *Client) TopicSubscriptions(ctx context.Context, topic string) ([]string
 	if err != nil {
 		return nil, err
 	}
-	var subs []string
+	var subs []backend.Subscription
 	err = c.call(ctx, func(ctx context.Context) error {
 		var err error
 		subs, err = c.subscriptions(ctx, native, topic)
 		return err
 	})
-	return subs, err
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Subscription, len(subs))
+	for i, s := range subs {
+		out[i] = Subscription{Queue: s.Queue, Patterns: s.Patterns}
+	}
+	return out, nil
 }
 
 // TopicRewind moves queue's subscription to topic to the point in time to:
@@ -192,7 +283,7 @@ func (c *Client) TopicRewind(ctx context.Context, topic, queue string, to time.T
 	})
 }
 
-func (c *Client) subscriptions(ctx context.Context, native backend.Topics, topic string) ([]string, error) {
+func (c *Client) subscriptions(ctx context.Context, native backend.Topics, topic string) ([]backend.Subscription, error) {
 	if native != nil {
 		subs, err := native.TopicSubscriptions(ctx, topic)
 		if errors.Is(err, ErrUnsupported) {
@@ -204,12 +295,48 @@ func (c *Client) subscriptions(ctx context.Context, native backend.Topics, topic
 	if err != nil {
 		return nil, err
 	}
-	subs := make([]string, 0, len(marks))
-	for _, m := range marks {
-		subs = append(subs, strings.TrimPrefix(m, topicSubMark))
+	return subsFromMarks(marks), nil
+}
+
+// parseSubMark returns the queue and the pattern of a subscription mark.
+func parseSubMark(name string) (queue, pattern string) {
+	rest := strings.TrimPrefix(name, topicSubMark)
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		return rest[:i], rest[i+1:]
 	}
-	sort.Strings(subs)
-	return subs, nil
+	return rest, ""
+}
+
+// subsFromMarks returns the subscriptions that a topic's marks keep, sorted
+// by queue: a queue with a mark without a pattern takes every kind.
+func subsFromMarks(marks []string) []backend.Subscription {
+	byQueue := map[string]*backend.Subscription{}
+	all := map[string]bool{}
+	var subs []*backend.Subscription
+	for _, m := range marks {
+		q, p := parseSubMark(m)
+		s := byQueue[q]
+		if s == nil {
+			s = &backend.Subscription{Queue: q}
+			byQueue[q] = s
+			subs = append(subs, s)
+		}
+		if p == "" {
+			all[q] = true
+		} else {
+			s.Patterns = append(s.Patterns, p)
+		}
+	}
+	out := make([]backend.Subscription, len(subs))
+	for i, s := range subs {
+		if all[s.Queue] {
+			s.Patterns = nil
+		}
+		sort.Strings(s.Patterns)
+		out[i] = *s
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
+	return out
 }
 
 // PublishResult is what PublishBatch reports besides the ids.
@@ -217,9 +344,10 @@ type PublishResult struct {
 	// IDs are the published messages' ids, in order. The copy of IDs[i] in
 	// subscription queue q has the id CopyID(IDs[i], q).
 	IDs []string
-	// Subscriptions is how many subscriptions got a copy of the batch, or
-	// -1 when the driver knows only that at least one subscription got
-	// them (RabbitMQ).
+	// Subscriptions is how many subscriptions got a copy of at least one
+	// message of the batch (a subscription with kind patterns takes only
+	// the kinds they match), or -1 when the driver knows only that at least
+	// one subscription got one (RabbitMQ).
 	Subscriptions int
 }
 
@@ -238,9 +366,11 @@ func (c *Client) Publish(ctx context.Context, topic string, m Message) (string, 
 	return "", err
 }
 
-// PublishBatch copies msgs to every queue subscribed to topic. A topic
-// without subscriptions stores nothing, and that is not an error: the result
-// says how many subscriptions got the batch. The batch is validated as
+// PublishBatch copies msgs to every queue subscribed to topic, each message
+// to the subscriptions whose kind patterns take its kind (KindPattern). A
+// topic without subscriptions, or none that takes a kind of the batch,
+// stores nothing, and that is not an error: the result says how many
+// subscriptions got a copy. The batch is validated as
 // EnqueueBatch validates it. A dedup key applies in each subscription on
 // its own: a subscription whose pending message holds the key gets no copy
 // (and no error). UniqueFor is refused: hold the period on the subscription
@@ -260,14 +390,15 @@ func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []Message)
 		if err != nil {
 			return err
 		}
-		if me, ok := c.drv.(backend.MultiEnqueuer); ok && len(subs) > 0 && !hasDedup(bms) {
-			if err := me.EnqueueMulti(ctx, batchesFor(subs, bms)); err != nil {
+		batches := batchesFor(subs, bms)
+		if me, ok := c.drv.(backend.MultiEnqueuer); ok && len(batches) > 0 && !hasDedup(bms) {
+			if err := me.EnqueueMulti(ctx, batches); err != nil {
 				return err
 			}
-			res.Subscriptions = len(subs)
+			res.Subscriptions = len(batches)
 			return nil
 		}
-		n, err := c.copyToAll(ctx, subs, bms)
+		n, err := c.copyToAll(ctx, batches)
 		res.Subscriptions = n
 		return err
 	})
@@ -277,27 +408,27 @@ func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []Message)
 	return res, nil
 }
 
-// copyToAll enqueues the copies of bms to every queue of subs at once, and
-// returns how many queues stored theirs.
-func (c *Client) copyToAll(ctx context.Context, subs []string, bms []backend.Message) (int, error) {
+// copyToAll enqueues every batch at once, and returns how many queues
+// stored theirs.
+func (c *Client) copyToAll(ctx context.Context, batches []backend.QueueBatch) (int, error) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		n    int
 		errs []error
 	)
-	for _, q := range subs {
+	for _, b := range batches {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := c.drv.Enqueue(ctx, q, copiesFor(q, bms))
-			if err == nil && len(res) != len(bms) {
-				err = fmt.Errorf("fila: driver returned %d results for %d messages", len(res), len(bms))
+			res, err := c.drv.Enqueue(ctx, b.Queue, b.Msgs)
+			if err == nil && len(res) != len(b.Msgs) {
+				err = fmt.Errorf("fila: driver returned %d results for %d messages", len(res), len(b.Msgs))
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("subscription %s: %w", q, err))
+				errs = append(errs, fmt.Errorf("subscription %s: %w", b.Queue, err))
 				return
 			}
 			n++
@@ -307,11 +438,24 @@ func (c *Client) copyToAll(ctx context.Context, subs []string, bms []backend.Mes
 	return n, errors.Join(errs...)
 }
 
-// batchesFor returns the copies of bms for every queue of subs.
-func batchesFor(subs []string, bms []backend.Message) []backend.QueueBatch {
-	out := make([]backend.QueueBatch, len(subs))
-	for i, q := range subs {
-		out[i] = backend.QueueBatch{Queue: q, Msgs: copiesFor(q, bms)}
+// batchesFor returns, for every subscription of subs that takes a kind of
+// bms, the copies of the messages it takes.
+func batchesFor(subs []backend.Subscription, bms []backend.Message) []backend.QueueBatch {
+	out := make([]backend.QueueBatch, 0, len(subs))
+	for _, s := range subs {
+		if len(s.Patterns) == 0 {
+			out = append(out, backend.QueueBatch{Queue: s.Queue, Msgs: copiesFor(s.Queue, bms)})
+			continue
+		}
+		var taken []backend.Message
+		for i := range bms {
+			if backend.KindMatchAny(s.Patterns, bms[i].Kind) {
+				taken = append(taken, bms[i])
+			}
+		}
+		if len(taken) > 0 {
+			out = append(out, backend.QueueBatch{Queue: s.Queue, Msgs: copiesFor(s.Queue, taken)})
+		}
 	}
 	return out
 }
@@ -365,22 +509,23 @@ func (c *Client) PublishTx(ctx context.Context, tx any, topic string, msgs []Mes
 		if err != nil {
 			return err
 		}
-		if me, ok := c.drv.(backend.TxMultiEnqueuer); ok && len(subs) > 0 && !hasDedup(bms) {
-			if err := me.EnqueueMultiTx(ctx, tx, batchesFor(subs, bms)); err != nil {
+		batches := batchesFor(subs, bms)
+		if me, ok := c.drv.(backend.TxMultiEnqueuer); ok && len(batches) > 0 && !hasDedup(bms) {
+			if err := me.EnqueueMultiTx(ctx, tx, batches); err != nil {
 				return err
 			}
-			res.Subscriptions = len(subs)
+			res.Subscriptions = len(batches)
 			return nil
 		}
 		// One transaction is not safe for concurrent use: one subscription
 		// after another.
-		for _, q := range subs {
-			r, err := txe.EnqueueTx(ctx, tx, q, copiesFor(q, bms))
+		for _, b := range batches {
+			r, err := txe.EnqueueTx(ctx, tx, b.Queue, b.Msgs)
 			if err != nil {
-				return fmt.Errorf("subscription %s: %w", q, err)
+				return fmt.Errorf("subscription %s: %w", b.Queue, err)
 			}
-			if len(r) != len(bms) {
-				return fmt.Errorf("fila: driver returned %d results for %d messages", len(r), len(bms))
+			if len(r) != len(b.Msgs) {
+				return fmt.Errorf("fila: driver returned %d results for %d messages", len(r), len(b.Msgs))
 			}
 			res.Subscriptions++
 		}

@@ -19,25 +19,38 @@ import (
 // subscription with Enqueue.
 type Topics interface {
 	// TopicSubscribe makes queue a subscription of topic: every message
-	// published to topic after it returns is copied to queue. Subscribing
-	// twice is not an error.
-	TopicSubscribe(ctx context.Context, topic, queue string) error
+	// published to topic after it returns whose kind matches pattern
+	// (KindMatch; "": every kind) is copied to queue. Subscribing again
+	// adds the pattern: the subscription takes the kinds any of its
+	// patterns matches, and one subscribed without a pattern takes every
+	// kind. The portable layer has validated pattern.
+	TopicSubscribe(ctx context.Context, topic, queue, pattern string) error
 	// TopicUnsubscribe ends the subscription; a publish that starts after
 	// it returns copies nothing to queue. It leaves queue's messages alone
 	// (the portable layer deletes the queue). Ending a subscription that
 	// does not exist is not an error.
 	TopicUnsubscribe(ctx context.Context, topic, queue string) error
-	// TopicSubscriptions returns the queues subscribed to topic, sorted.
-	// A driver that cannot list them returns an ErrUnsupported error.
-	TopicSubscriptions(ctx context.Context, topic string) ([]string, error)
+	// TopicSubscriptions returns topic's subscriptions, sorted by queue,
+	// each with its patterns (sorted; none when it takes every kind). A
+	// driver that cannot list them returns an ErrUnsupported error.
+	TopicSubscriptions(ctx context.Context, topic string) ([]Subscription, error)
 	// TopicPublish stores a copy of every message for each current
-	// subscription of topic; the copy of msgs[i] in queue q carries the id
+	// subscription of topic whose patterns match the message's kind; the copy of msgs[i] in queue q carries the id
 	// CopyID(msgs[i].ID, q) and is otherwise msgs[i]. It returns how many
 	// subscriptions it copied to, or -1 when the driver knows only that at
 	// least one subscription got them (RabbitMQ); none is not an error
 	// (nothing is stored). Dedup keys apply per subscription: a subscription whose
 	// pending message holds the key gets no copy.
 	TopicPublish(ctx context.Context, topic string, msgs []Message) (int, error)
+}
+
+// Subscription is one queue's subscription to a topic.
+type Subscription struct {
+	// Queue is the subscription's queue.
+	Queue string
+	// Patterns are the kind patterns it takes messages of; none: every
+	// kind.
+	Patterns []string
 }
 
 // TopicsSwitch is implemented by drivers whose Topics methods serve only in

@@ -62,8 +62,11 @@ func (s *suite) testTopicEveryCopyOnce(t *testing.T) {
 	subs := s.subscribe(t, c, topic, 3)
 	if s.has(FeatureTopicList) {
 		got, err := c.TopicSubscriptions(ctxTimeout(t, 10*time.Second), topic)
-		want := append([]string(nil), subs...)
-		sort.Strings(want)
+		var want []fila.Subscription
+		for _, q := range subs {
+			want = append(want, fila.Subscription{Queue: q})
+		}
+		sort.Slice(want, func(i, j int) bool { return want[i].Queue < want[j].Queue })
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("TopicSubscriptions = %v, %v; want %v", got, err, want)
 		}

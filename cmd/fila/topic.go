@@ -59,16 +59,25 @@ func topicArgs(verb string, queue bool) cobra.PositionalArgs {
 }
 
 func newTopicSubscribeCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "subscribe TOPIC QUEUE",
+	var pattern string
+	cmd := &cobra.Command{
+		Use:   "subscribe TOPIC QUEUE [--pattern PATTERN]",
 		Short: "Make a queue a subscription of a topic: it gets a copy of every message published after",
 		Long: `Make QUEUE a subscription of TOPIC: every message published to TOPIC after the
 command returns is copied into QUEUE; messages published before are not.
-Subscribing twice is not an error, and one queue may subscribe to several
-topics. Queue names starting with "fila.topic." are kept for topics. Drivers
-that cannot keep subscriptions exit 4.`,
+One queue may subscribe to several topics. Queue names starting with
+"fila.topic." are kept for topics. Drivers that cannot keep subscriptions
+exit 4.
+
+With --pattern, QUEUE takes only the messages whose kind matches PATTERN, in
+the syntax of AMQP topic exchanges over the kind's dot-separated words: "*"
+is exactly one word, "#" zero or more. Subscribing again adds the pattern
+(QUEUE then takes the kinds any of its patterns matches); subscribing without
+--pattern makes it take every kind. To narrow a subscription, unsubscribe it
+(which deletes the queue) and subscribe it again.`,
 		Example: `  fila topic subscribe orders orders.email
-  fila topic subscribe orders orders.audit`,
+  fila topic subscribe orders orders.refunds --pattern 'order.*.refunded'
+  fila topic subscribe orders orders.brazil --pattern '*.brazil.#'`,
 		Args: topicArgs("subscribe", true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic, q := args[0], args[1]
@@ -76,7 +85,11 @@ that cannot keep subscriptions exit 4.`,
 				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
-				if err := c.TopicSubscribe(ctx, topic, q); err != nil {
+				if err := c.TopicSubscribe(ctx, topic, q, fila.KindPattern(pattern)); err != nil {
+					return err
+				}
+				if pattern != "" {
+					_, err := fmt.Fprintf(a.stdout, "subscribed queue %q to the kinds of topic %q matching %q\n", q, topic, pattern)
 					return err
 				}
 				_, err := fmt.Fprintf(a.stdout, "subscribed queue %q to topic %q\n", q, topic)
@@ -84,6 +97,8 @@ that cannot keep subscriptions exit 4.`,
 			})
 		},
 	}
+	cmd.Flags().StringVar(&pattern, "pattern", "", "take only the messages whose kind matches this pattern (\"*\" one word, \"#\" zero or more)")
+	return cmd
 }
 
 func newTopicRewindCmd(a *app) *cobra.Command {
@@ -178,12 +193,12 @@ delete), an empty one prints "nothing to do" (exit 0). Where it cannot
 					a.warnf("the %s driver cannot list subscriptions: this command cannot tell whether queue %q is a subscription of topic %q", c.DriverName(), q, topic)
 				case err != nil:
 					return err
-				case !slices.Contains(subs, q) && held == 0:
+				case !subscribed(subs, q) && held == 0:
 					// A second run, or a misspelt name: the queue holds
 					// nothing, so there is nothing to delete either.
 					_, err := fmt.Fprintf(a.stdout, "nothing to do: queue %q is not a subscription of topic %q and holds nothing\n", q, topic)
 					return err
-				case !slices.Contains(subs, q):
+				case !subscribed(subs, q):
 					return &exitErr{code: exitError, err: fmt.Errorf("queue %q is not a subscription of topic %q; nothing deleted (check the names with 'fila topic list %s'; to delete the queue anyway, use 'fila queue delete %s --force')", q, topic, topic, q)}
 				}
 				if !yes {
@@ -207,14 +222,21 @@ delete), an empty one prints "nothing to do" (exit 0). Where it cannot
 	return cmd
 }
 
+// subscribed reports whether queue is one of subs.
+func subscribed(subs []fila.Subscription, queue string) bool {
+	return slices.ContainsFunc(subs, func(s fila.Subscription) bool { return s.Queue == queue })
+}
+
 func newTopicListCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list TOPIC",
-		Short: "Print the queues subscribed to a topic, one per line",
-		Long: `Print, one per line and sorted, the queues subscribed to TOPIC. A topic
-without subscriptions prints nothing and gets a warning on standard error
-(a misspelt topic has none either). RabbitMQ cannot list subscriptions over
-AMQP: there the command exits 4.`,
+		Short: "Print the queues subscribed to a topic, one per line, with their kind patterns",
+		Long: `Print, one per line and sorted, the queues subscribed to TOPIC. A queue that
+takes only some kinds is followed by its patterns, each after a tab; a queue
+alone on its line takes every kind. A topic without subscriptions prints
+nothing and gets a warning on standard error (a misspelt topic has none
+either). RabbitMQ cannot list subscriptions over AMQP: there the command
+exits 4.`,
 		Example: `  fila topic list orders`,
 		Args:    topicArgs("list", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -233,8 +255,12 @@ AMQP: there the command exits 4.`,
 				if len(subs) == 0 {
 					a.warnf("topic %q has no subscriptions (a misspelt topic has none either); add one with 'fila topic subscribe %s QUEUE'", topic, topic)
 				}
-				for _, q := range subs {
-					if _, err := fmt.Fprintln(a.stdout, q); err != nil {
+				for _, s := range subs {
+					line := s.Queue
+					for _, p := range s.Patterns {
+						line += "\t" + p
+					}
+					if _, err := fmt.Fprintln(a.stdout, line); err != nil {
 						return err
 					}
 				}

@@ -56,7 +56,11 @@ func init() {
 
 func (*uncountedTopics) DriverName() string { return "uncounted" }
 
-func (d *uncountedTopics) TopicSubscribe(_ context.Context, topic, queue string) error {
+var _ backend.Topics = (*uncountedTopics)(nil)
+
+// TopicSubscribe ignores pattern: the tests that use this driver publish
+// kinds every subscription takes.
+func (d *uncountedTopics) TopicSubscribe(_ context.Context, topic, queue, _ string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !slices.Contains(d.subs[topic], queue) {
@@ -72,7 +76,7 @@ func (d *uncountedTopics) TopicUnsubscribe(_ context.Context, topic, queue strin
 	return nil
 }
 
-func (*uncountedTopics) TopicSubscriptions(context.Context, string) ([]string, error) {
+func (*uncountedTopics) TopicSubscriptions(context.Context, string) ([]backend.Subscription, error) {
 	return nil, backend.ErrUnsupported
 }
 
@@ -244,6 +248,62 @@ func TestTopicCommands(t *testing.T) {
 
 // countLine reports whether line says that n subscriptions of topic got a
 // copy; on RabbitMQ, which cannot count them, "at least one" will do.
+// TestTopicPatternCommands: fila topic subscribe --pattern routes by kind,
+// and fila topic list prints the patterns after the queue.
+func TestTopicPatternCommands(t *testing.T) {
+	t.Parallel()
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
+		c := client(t, url)
+		ctx := context.Background()
+		topic := unique("ptopic")
+		refunds, all := unique("refunds"), unique("all")
+		for _, q := range []string{refunds, all} {
+			testenv.CleanupQueue(t, c, q)
+		}
+		t.Cleanup(func() {
+			for _, q := range []string{refunds, all} {
+				_ = c.TopicUnsubscribe(context.Background(), topic, q)
+			}
+		})
+		r := cli(t, "", "--url", url, "topic", "subscribe", topic, refunds, "--pattern", "order.*.refunded")
+		skipUnsupported(t, r, b, func() error { return c.TopicSubscribe(ctx, topic, refunds) })
+		if want := fmt.Sprintf("subscribed queue %q to the kinds of topic %q matching %q\n", refunds, topic, "order.*.refunded"); r.code != 0 || r.stdout != want {
+			t.Fatalf("topic subscribe --pattern: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
+		}
+		ok(t, "", "--url", url, "topic", "subscribe", topic, refunds, "--pattern", "#.chargeback")
+		ok(t, "", "--url", url, "topic", "subscribe", topic, all)
+		if _, err := c.TopicSubscriptions(ctx, topic); !errors.Is(err, fila.ErrUnsupported) {
+			out := ok(t, "", "--url", url, "topic", "list", topic)
+			want := map[bool]string{
+				true:  refunds + "\t#.chargeback\torder.*.refunded\n" + all + "\n",
+				false: all + "\n" + refunds + "\t#.chargeback\torder.*.refunded\n",
+			}[refunds < all]
+			if out != want {
+				t.Errorf("topic list = %q, want %q", out, want)
+			}
+		}
+		for kind, n := range map[string]int{"order.br.refunded": 2, "card.chargeback": 2, "order.created": 1} {
+			out := ok(t, "", "--url", url, "topic", "publish", topic, "-k", kind, "--body", kind)
+			if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 || !countLine(lines[1], topic, n, b) {
+				t.Errorf("publish of %s printed %q; want %q", kind, out, publishSummary(topic, n))
+			}
+		}
+		var kinds []string
+		for _, d := range receiveAll(t, c, refunds, 2) {
+			kinds = append(kinds, d.Kind)
+		}
+		if slices.Sort(kinds); !slices.Equal(kinds, []string{"card.chargeback", "order.br.refunded"}) {
+			t.Errorf("the pattern subscription got %v, want the refund and the chargeback", kinds)
+		}
+		if st, err := c.QueueStats(ctx, refunds); err != nil || st.Ready != 0 {
+			t.Errorf("the pattern subscription holds %+v, %v after its two copies; want nothing more", st, err)
+		}
+		if len(receiveAll(t, c, all, 3)) != 3 {
+			t.Error("the subscription without a pattern did not get every kind")
+		}
+	})
+}
+
 func countLine(line, topic string, n int, b broker) bool {
 	return line == publishSummary(topic, n) || b.name == "rabbitmq" && line == publishSummary(topic, -1)
 }
@@ -268,6 +328,7 @@ func TestTopicBadInput(t *testing.T) {
 	fails(t, 2, `queue name "bad queue" has ' '`, "", "--url", u, "topic", "subscribe", "orders", "bad queue")
 	fails(t, 2, `queue name "bad queue" has ' '`, "", "--url", u, "topic", "unsubscribe", "orders", "bad queue", "--yes")
 	fails(t, 2, `names starting with "fila.topic." are kept for topics`, "", "--url", u, "topic", "subscribe", "orders", "fila.topic.orders")
+	fails(t, 2, `kind pattern "a.\x01" must be 1 to 255 bytes of printable UTF-8`, "", "--url", u, "topic", "subscribe", "orders", "q", "--pattern", "a.\x01")
 	fails(t, 2, "name a topic and a queue (fila topic subscribe TOPIC QUEUE)", "", "--url", u, "topic", "subscribe", "orders")
 	fails(t, 2, "name a topic and a queue (fila topic unsubscribe TOPIC QUEUE)", "", "--url", u, "topic", "unsubscribe", "orders", "a", "b")
 	fails(t, 2, "name one topic (fila topic list TOPIC)", "", "--url", u, "topic", "list")
