@@ -27,6 +27,8 @@ type DeadLetter struct {
 	MaxAttempts int
 	// EnqueuedAt is when the message was first enqueued.
 	EnqueuedAt time.Time
+	// Priority is the message's level; DeadReplay keeps it.
+	Priority int
 	// Attempts is the number of deliveries the message had: for one
 	// dead-lettered on max attempts, its max attempts (the claim that found
 	// it exhausted was not handed out).
@@ -82,7 +84,7 @@ func deadLetterFrom(l *backend.DeadLetter) DeadLetter {
 	}
 	return DeadLetter{
 		ID: l.ID, Queue: l.Queue, Kind: l.Kind, Body: body, Headers: l.Headers,
-		DedupKey: l.DedupKey, MaxAttempts: l.MaxAttempts, EnqueuedAt: l.EnqueuedAt,
+		DedupKey: l.DedupKey, MaxAttempts: l.MaxAttempts, EnqueuedAt: l.EnqueuedAt, Priority: l.Priority,
 		Attempts: l.Attempts, Reason: l.Reason, DeadAt: l.DeadAt,
 	}
 }

@@ -30,6 +30,8 @@ type Delivery struct {
 	LastError string
 	// DedupKey is the message's dedup key, if any.
 	DedupKey string
+	// Priority is the message's level (Message.Priority).
+	Priority int
 
 	c  *Client
 	mu sync.Mutex
@@ -81,7 +83,7 @@ func (c *Client) newDelivery(queue string, bd *backend.Delivery) *Delivery {
 	d := &Delivery{
 		ID: bd.ID, Queue: queue, Kind: bd.Kind, Body: body, Headers: bd.Headers,
 		Attempt: bd.Attempt, MaxAttempts: max, EnqueuedAt: bd.EnqueuedAt,
-		LastError: bd.LastError, DedupKey: bd.DedupKey,
+		LastError: bd.LastError, DedupKey: bd.DedupKey, Priority: bd.Priority,
 		c: c, receipt: bd.Receipt, deadline: bd.Deadline,
 	}
 	if c.lister != nil {

@@ -162,6 +162,21 @@
 // copies inside the caller's transaction on drivers with EnqueueTx, which
 // is the outbox for topics.
 //
+// A subscription may take only some kinds: KindPattern("order.*.refunded")
+// in AMQP topic syntax ("*" one word, "#" zero or more), the same rule
+// (KindMatch) on every broker; RabbitMQ routes in the broker, the others
+// where they copy or read.
+//
+// # Priorities
+//
+// Message.Priority is a level from 0 (the default, lowest) to MaxPriority
+// (highest): a queue's ready messages of a higher level are handed out
+// first, and delays, retries, dead letters and moves keep the level.
+// Strict priority can starve the lower levels; the worker's shared slots
+// with weights (worker.Config.Concurrency, QueueConfig.Weight) are the way
+// out. Drivers without priorities refuse a level above 0 with
+// ErrUnsupported.
+//
 // # Errors
 //
 // The errors calls return are classified with errors.Is, the same way on

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/fila-go/fila/backend"
 )
 
 // Defaults used when an Option does not say otherwise.
@@ -27,7 +29,10 @@ const (
 	MaxHeaderKeyLen = 255
 	MaxHeaderBytes  = 16 << 10 // keys and values together
 	MaxDedupKeyLen  = 512
-	MaxReasonBytes  = 16 << 10 // longer reasons are truncated, not refused
+	// MaxPriority is the highest Message.Priority; 0 is the lowest and
+	// the default.
+	MaxPriority    = backend.MaxPriority
+	MaxReasonBytes = 16 << 10 // longer reasons are truncated, not refused
 	// MaxBodyBytes is the largest limit WithMaxBodyBytes can set: a MongoDB
 	// document holds at most 16 MiB, body and metadata together.
 	MaxBodyBytes = 15 << 20

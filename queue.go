@@ -41,6 +41,15 @@ type Message struct {
 	UniqueFor time.Duration
 	// MaxAttempts overrides the client's default (WithMaxAttempts).
 	MaxAttempts int
+	// Priority is the message's level, from 0 (the default, and the
+	// lowest) to MaxPriority (the highest). Among a queue's ready messages
+	// a higher level is handed out first; within a level there is no order
+	// promise. A delayed message takes its level when it is due, and a
+	// retried one keeps it. Strict priority can starve the lower levels of
+	// a queue that never runs dry: see worker.Config.Weights for sharing
+	// a worker between queues instead. Drivers without priorities return
+	// ErrUnsupported for a level above 0.
+	Priority int
 }
 
 // ReceiveParams tune Receive.
@@ -60,6 +69,9 @@ type Client struct {
 	opts  options
 	name  string
 	dedup bool
+	// priorities: the driver hands out higher levels first
+	// (backend.Prioritizer).
+	priorities bool
 	// marker and lister are the driver's marks, nil without them: pause,
 	// cancel and unique periods need them (control.go).
 	marker backend.Marker
@@ -100,6 +112,9 @@ func New(drv backend.Driver, opts ...Option) (*Client, error) {
 	}
 	if d, ok := drv.(backend.Deduper); ok {
 		c.dedup = d.DedupKeys()
+	}
+	if p, ok := drv.(backend.Prioritizer); ok {
+		c.priorities = p.Priorities()
 	}
 	c.ctl = map[string]*queueControl{}
 	if m, ok := drv.(backend.Marker); ok {

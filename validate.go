@@ -119,6 +119,12 @@ func (c *Client) prepare(m *Message, now time.Time) (backend.Message, error) {
 	if m.MaxAttempts < 0 || m.MaxAttempts > MaxAttemptsLimit {
 		return backend.Message{}, invalidf("max attempts %d must be between 0 (client default) and %d", m.MaxAttempts, MaxAttemptsLimit)
 	}
+	if m.Priority < 0 || m.Priority > MaxPriority {
+		return backend.Message{}, invalidf("priority %d must be between 0 (the default, lowest) and %d (highest)", m.Priority, MaxPriority)
+	}
+	if m.Priority > 0 && !c.priorities {
+		return backend.Message{}, &UnsupportedError{Driver: c.name, Capability: "priorities"}
+	}
 	if m.DedupKey != "" {
 		if len(m.DedupKey) > MaxDedupKeyLen || !utf8.ValidString(m.DedupKey) || strings.IndexByte(m.DedupKey, 0) >= 0 {
 			return backend.Message{}, invalidf("dedup key must be at most %d bytes of UTF-8 without NUL", MaxDedupKeyLen)
@@ -158,6 +164,7 @@ func (c *Client) prepare(m *Message, now time.Time) (backend.Message, error) {
 		Delay:       m.Delay,
 		DedupKey:    m.DedupKey,
 		MaxAttempts: m.MaxAttempts,
+		Priority:    m.Priority,
 		EnqueuedAt:  now,
 	}, nil
 }

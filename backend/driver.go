@@ -66,6 +66,19 @@ type OpenOptions struct {
 	Logger *slog.Logger
 }
 
+// MaxPriority is the highest Message.Priority.
+const MaxPriority = 3
+
+// Prioritizer is implemented by drivers that hand out a queue's ready
+// messages of a higher Priority first (contract: priorities), keep a
+// message's level through retries, expired leases, dead letters and their
+// replay, and return it in deliveries. Without it, enqueueing a message of
+// a level above 0 returns ErrUnsupported.
+type Prioritizer interface {
+	// Priorities reports whether this driver instance honours levels.
+	Priorities() bool
+}
+
 // Deduper is implemented by drivers that support dedup keys (contract: dedup-keys). Without
 // it, enqueueing a message with a dedup key returns ErrUnsupported.
 type Deduper interface {

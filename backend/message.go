@@ -24,6 +24,10 @@ type Message struct {
 	DedupKey string
 	// MaxAttempts is the message's own limit; 0 means the client default.
 	MaxAttempts int
+	// Priority is the message's level, 0 (lowest, the default) to
+	// MaxPriority; only drivers that implement Prioritizer get one above
+	// 0, and they return it in deliveries and dead letters.
+	Priority int
 	// EnqueuedAt is the client's clock at enqueue.
 	EnqueuedAt time.Time
 	// Attempts is the number of deliveries the message already had elsewhere:
@@ -138,6 +142,10 @@ type Stats struct {
 	OldestReadyAt time.Time
 	// DeadByKind counts dead letters per kind; nil when the driver cannot tell.
 	DeadByKind map[string]int64
+	// ReadyByPriority counts the ready messages of each level, indexed by
+	// Message.Priority (MaxPriority+1 entries, summing to Ready on a queue
+	// nothing changes meanwhile); nil when the driver does not count them.
+	ReadyByPriority []int64
 }
 
 // OldestReadyAge is the age of the oldest ready message at now, zero when none.

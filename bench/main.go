@@ -65,7 +65,7 @@ type config struct {
 }
 
 var allBrokers = []string{"postgres", "redis", "rabbitmq", "mongo"}
-var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustained", "fanout"}
+var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustained", "fanout", "routing", "priority"}
 
 // optionalScenarios run only when named: they are not part of "all".
 // pgque is the comparison with PgQue (issue 37), on PostgreSQL only; it
@@ -120,7 +120,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg config
 	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, all, or a comma-separated list")
-	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, fanout, all, or a comma-separated list; "+
+	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, fanout, routing, priority, all, or a comma-separated list; "+
 		"also pgque (not in all): Fila's PostgreSQL log and skip-locked modes against PgQue, see the --pgque flags; "+
 		"and topic-sustained (not in all): Fila's PostgreSQL log mode, a topic with 5 subscriptions of which one stops consuming, see the --topic-sus flags")
 	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all. "+

@@ -218,6 +218,20 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 			}
 		}
 	}
+	if cfg.wants("priority") {
+		for _, s := range systems {
+			record(stamped(broker+" "+s.Name()+" priority", func() ([]result, error) {
+				return priorityScenario(ctx, broker, s, burnN, 10, cfg.burnLimit, preloadBatch)
+			}))
+		}
+	}
+	if cfg.wants("routing") {
+		for _, s := range systems {
+			record(stamped(broker+" "+s.Name()+" routing", func() ([]result, error) {
+				return routingScenario(ctx, broker, s, cfg.enqueueDur)
+			}))
+		}
+	}
 	if broker == "postgres" && cfg.wants("sustained") {
 		var sus []pgSustained
 		for _, s := range systems {

@@ -81,6 +81,10 @@ const (
 	// deletes its copies and keeps the subscription, so later publishes
 	// reach the queue again.
 	FeatureTopicQueueDelete Feature = "topic-queue-delete"
+	// FeaturePriority: a queue's ready messages of a higher
+	// Message.Priority are handed out first, and a message keeps its level
+	// through delays, retries and dead letters (backend.Prioritizer).
+	FeaturePriority Feature = "priority"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
@@ -89,6 +93,7 @@ var AllFeatures = []Feature{
 	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
 	FeatureQueueList, FeatureQueueDelete, FeatureBulkLimits, FeatureMarks, FeatureMarkList,
 	FeatureTopics, FeatureTopicList, FeatureTopicDelayCounts, FeatureTopicRewind, FeatureTopicQueueDelete,
+	FeaturePriority,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.

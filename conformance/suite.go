@@ -103,6 +103,12 @@ func Run(t *testing.T, h Harness) {
 		{"TopicCopyControl", s.testTopicCopyControl},
 		{"TopicCopyQueueDelete", s.testTopicCopyQueueDelete},
 		{"TopicRewind", s.testTopicRewind},
+		{"TopicKindPatterns", s.testTopicKindPatterns},
+		{"TopicPatternChange", s.testTopicPatternChange},
+		{"PriorityFirst", s.testPriorityFirst},
+		{"PriorityCompeting", s.testPriorityCompeting},
+		{"PriorityKept", s.testPriorityKept},
+		{"PriorityBadInput", s.testPriorityBadInput},
 		{"AckReceive", s.testAckReceive},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once

@@ -136,6 +136,7 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		return s, nil
 	}
 	now := b.clock.Now()
+	s.ReadyByPriority = make([]int64, backend.MaxPriority+1)
 	for _, m := range q.msgs {
 		at := m.receivableAt()
 		switch {
@@ -145,6 +146,7 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 			s.Delayed++
 		default:
 			s.Ready++
+			s.ReadyByPriority[m.Priority]++
 			if s.OldestReadyAt.IsZero() || at.Before(s.OldestReadyAt) {
 				s.OldestReadyAt = at
 			}

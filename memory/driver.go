@@ -42,6 +42,10 @@ func (d *Driver) DriverName() string { return "memory" }
 // DedupKeys reports true: the memory driver enforces dedup keys.
 func (d *Driver) DedupKeys() bool { return true }
 
+// Priorities reports true: a claim takes the higher levels first
+// (backend.Prioritizer).
+func (d *Driver) Priorities() bool { return true }
+
 func (d *Driver) check(ctx context.Context) error {
 	select {
 	case <-d.closed:
@@ -121,8 +125,9 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 	}
 }
 
-// claimLocked leases up to p.Max messages, oldest receivable first. When it
-// finds none it returns when the next one becomes receivable (zero: never).
+// claimLocked leases up to p.Max messages, the highest priority first, then
+// the oldest receivable (claimsBefore). When it finds none it returns when
+// the next one becomes receivable (zero: never).
 func (b *Broker) claimLocked(queue string, p backend.ReceiveParams) ([]backend.Delivery, time.Time) {
 	q := b.queues[queue]
 	if q == nil {
@@ -173,9 +178,12 @@ func (b *Broker) claimLocked(queue string, p backend.ReceiveParams) ([]backend.D
 	return out, time.Time{}
 }
 
-// claimsBefore reports whether a is claimed before b: oldest receivable
-// first, then in enqueue order.
+// claimsBefore reports whether a is claimed before b, both receivable: the
+// higher priority first, then the oldest receivable, then in enqueue order.
 func claimsBefore(a, b *msg) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
 	ai, bi := a.receivableAt(), b.receivableAt()
 	if !ai.Equal(bi) {
 		return ai.Before(bi)

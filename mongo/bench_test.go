@@ -54,7 +54,8 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	raw := drv.client.Database(db).Collection("raw_messages", hotCollection(drv.wc))
 	ctx := context.Background()
 	for _, m := range []gomongo.IndexModel{
-		{Keys: bson.D{{Key: "q", Value: 1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}, Options: options.Index().SetName(claimIndex)},
+		{Keys: bson.D{{Key: "q", Value: 1}, {Key: "p", Value: -1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}, Options: options.Index().SetName(claimIndex)},
+		{Keys: bson.D{{Key: "q", Value: 1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}, Options: options.Index().SetName(dueIndex)},
 		{Keys: bson.D{{Key: "dk", Value: 1}}, Options: options.Index().SetName(dedupIndex).SetUnique(true).SetSparse(true)},
 	} {
 		if _, err := raw.Indexes().CreateOne(ctx, m); err != nil {

@@ -100,8 +100,18 @@
 //     leave replayed messages behind.
 //   - With transactions, QueueDelete of a very large queue can pass the
 //     server's transactionLifetimeLimitSeconds and fail whole.
-//   - Ordering: one consumer sees messages in due-time order (FIFO without
-//     delays or retries); competing consumers get no ordering promise.
+//   - Ordering: one consumer sees messages in due-time order within a
+//     priority level (FIFO without delays or retries), the higher levels
+//     first; competing consumers get no ordering promise.
+//   - Priorities: a message's level is a field (absent at level 0), and
+//     the claim sorts on it before the due time, by the index fila_claim_p
+//     (queue, level descending, due, id), which the driver creates at open
+//     beside fila_claim (queue, due, id), still used for the next wake-up
+//     and ReceiveDelayed. The second index costs every write a little; on
+//     a large existing collection the first open builds it. A level whose
+//     messages are all leased or delayed is still walked by each claim
+//     before the next level, so thousands of leased messages at a high
+//     level slow every claim of the queue.
 //
 // # FerretDB and other compatible servers
 //
@@ -131,7 +141,7 @@
 // # Features
 //
 // On a replica set the driver keeps every rule of the contract, optional
-// ones included: dedup keys, dead-letter management, stats (every
+// ones included: dedup keys, priorities, dead-letter management, stats (every
 // column), transactional enqueue, atomic batches, moving queues, queue
 // listing and deletion, and marks with listing. Without transactions it
 // lacks conformance.FeatureTxEnqueue and FeatureAtomicBatch; on FerretDB

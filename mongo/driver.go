@@ -294,6 +294,10 @@ func (d *Driver) DriverName() string { return "mongo" }
 // DedupKeys reports true: dedup keys are enforced by a unique sparse index.
 func (d *Driver) DedupKeys() bool { return true }
 
+// Priorities reports true: claims take the higher levels first
+// (backend.Prioritizer), by claimIndex.
+func (d *Driver) Priorities() bool { return true }
+
 // Ping checks that the primary answers.
 func (d *Driver) Ping(ctx context.Context) error {
 	return d.mapErr(ctx, d.client.Ping(ctx, readpref.Primary()), "ping")

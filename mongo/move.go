@@ -50,7 +50,7 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, p backend.Rec
 				{Key: "$max", Value: bson.D{{Key: "due", Value: deadline}}},
 				{Key: "$inc", Value: bson.D{{Key: "a", Value: 1}}},
 			},
-			options.FindOneAndUpdate().SetSort(claimSort).SetReturnDocument(options.Before),
+			options.FindOneAndUpdate().SetSort(dueSort).SetReturnDocument(options.Before),
 		).Decode(&before)
 		if errors.Is(err, gomongo.ErrNoDocuments) {
 			break
@@ -108,6 +108,7 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 			MaxAttempts: l.MaxAttempts,
 			DedupKey:    l.DedupKey,
 			EnqueuedAt:  l.EnqueuedAt.UTC(),
+			Priority:    l.Priority,
 			Reason:      l.Reason,
 			DeadAt:      l.DeadAt.UTC(),
 		}

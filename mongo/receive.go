@@ -13,9 +13,15 @@ import (
 	"github.com/fila-go/fila/internal/linger"
 )
 
-// claimSort orders claimable messages: earliest due first, then by id
-// (time-ordered UUIDv7) so one consumer sees FIFO among equal due times.
-var claimSort = bson.D{{Key: "due", Value: 1}, {Key: "_id", Value: 1}}
+// claimSort orders claimable messages (claimIndex): the highest priority
+// first, then the earliest due, then by id (time-ordered UUIDv7) so one
+// consumer sees FIFO among equal due times.
+var claimSort = bson.D{{Key: "p", Value: -1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}
+
+// dueSort orders messages by due time alone (dueIndex): for the next
+// wake-up and for ReceiveDelayed, which takes delayed messages soonest
+// first whatever their level.
+var dueSort = bson.D{{Key: "due", Value: 1}, {Key: "_id", Value: 1}}
 
 // Receive claims up to p.Max messages of queue, blocking until there is one
 // or ctx ends. After an empty claim it waits for the first of: a
@@ -300,7 +306,7 @@ func (d *Driver) nextDue(ctx context.Context, queue string) (time.Time, error) {
 		Due time.Time `bson:"due"`
 	}
 	err := d.msgs.FindOne(ctx, bson.D{{Key: "q", Value: queue}},
-		options.FindOne().SetSort(claimSort).SetProjection(bson.D{{Key: "due", Value: 1}})).Decode(&doc)
+		options.FindOne().SetSort(dueSort).SetProjection(bson.D{{Key: "due", Value: 1}})).Decode(&doc)
 	if errors.Is(err, gomongo.ErrNoDocuments) {
 		return time.Time{}, nil
 	}

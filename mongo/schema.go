@@ -18,9 +18,15 @@ import (
 
 // Index names Fila creates.
 const (
-	// claimIndex serves the claim: equality on the queue, range and sort on
-	// the due time, then the id for FIFO among equal due times.
-	claimIndex = "fila_claim"
+	// claimIndex serves the claim: equality on the queue, the priority
+	// from the highest level down (a level-0 message has no p field, which
+	// sorts after every number), then range and sort on the due time, and
+	// the id among equal due times.
+	claimIndex = "fila_claim_p"
+	// dueIndex serves what looks for the earliest due time whatever the
+	// level: the next wake-up (nextDue) and ReceiveDelayed. Until
+	// priorities it was the claim's index, under the name fila_claim.
+	dueIndex = "fila_claim"
 	// dedupIndex makes dedup keys unique among pending messages. It is
 	// sparse, so messages without a key are not in it, and the messages
 	// collection only holds pending messages (ack deletes, dead moves), so
@@ -64,6 +70,8 @@ type msgDoc struct {
 	DedupKey   string    `bson:"dk,omitempty"`
 	RunAt      time.Time `bson:"ra,omitempty"`
 	EnqueuedAt time.Time `bson:"ea"`
+	// Priority is the message's level; 0 is not stored.
+	Priority int `bson:"p,omitempty"`
 	// Hold is the run-at of a message taken early by ReceiveDelayed: its
 	// due time never goes below it while that lease lasts (Extend keeps it).
 	Hold time.Time `bson:"hold,omitempty"`
@@ -94,6 +102,7 @@ type deadDoc struct {
 	DedupKey    string    `bson:"dedup,omitempty"` // the plain key, not indexed
 	RunAt       time.Time `bson:"ra,omitempty"`
 	EnqueuedAt  time.Time `bson:"ea"`
+	Priority    int       `bson:"p,omitempty"`
 	Reason      string    `bson:"rs"`
 	DeadAt      time.Time `bson:"da"`
 	// Receipt is the lease that dead-lettered the message; without
@@ -113,7 +122,8 @@ func (d *Driver) ensureIndexes(ctx context.Context) error {
 		// implement them.
 		optional bool
 	}{
-		{d.msgs, claimIndex, bson.D{{Key: "q", Value: 1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}, options.Index(), false},
+		{d.msgs, claimIndex, bson.D{{Key: "q", Value: 1}, {Key: "p", Value: -1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}, options.Index(), false},
+		{d.msgs, dueIndex, bson.D{{Key: "q", Value: 1}, {Key: "due", Value: 1}, {Key: "_id", Value: 1}}, options.Index(), false},
 		{d.msgs, dedupIndex, bson.D{{Key: "dk", Value: 1}}, options.Index().SetUnique(true).SetSparse(true), false},
 		{d.dead, deadListIndex, bson.D{{Key: "q", Value: 1}, {Key: "da", Value: 1}, {Key: "_id", Value: 1}}, options.Index(), false},
 		{d.marks, marksIndex, bson.D{{Key: "q", Value: 1}, {Key: "n", Value: 1}}, options.Index(), false},
@@ -251,6 +261,7 @@ func newMsgDoc(queue string, m *backend.Message, now time.Time) *msgDoc {
 		MaxAttempts: m.MaxAttempts,
 		DedupKey:    dedupField(queue, m.DedupKey),
 		EnqueuedAt:  m.EnqueuedAt.UTC(),
+		Priority:    m.Priority,
 	}
 	if !m.RunAt.IsZero() {
 		doc.RunAt = m.RunAt.UTC()
@@ -268,6 +279,7 @@ func (doc *msgDoc) message() backend.Message {
 		DedupKey:    plainKey(doc.DedupKey),
 		MaxAttempts: doc.MaxAttempts,
 		EnqueuedAt:  doc.EnqueuedAt,
+		Priority:    doc.Priority,
 	}
 }
 
@@ -294,6 +306,7 @@ func (doc *msgDoc) deadDoc(reason, receipt string, attempts int, now time.Time) 
 		DedupKey:    plainKey(doc.DedupKey),
 		RunAt:       doc.RunAt,
 		EnqueuedAt:  doc.EnqueuedAt,
+		Priority:    doc.Priority,
 		Reason:      reason,
 		DeadAt:      now.UTC(),
 		Receipt:     receipt,
@@ -311,6 +324,7 @@ func (dd *deadDoc) letter() backend.DeadLetter {
 			DedupKey:    dd.DedupKey,
 			MaxAttempts: dd.MaxAttempts,
 			EnqueuedAt:  dd.EnqueuedAt,
+			Priority:    dd.Priority,
 		},
 		Queue:    dd.Queue,
 		Attempts: dd.Attempts,
@@ -331,6 +345,7 @@ func (dd *deadDoc) replayDoc(now time.Time) *msgDoc {
 		Due:         floorMS(now),
 		MaxAttempts: dd.MaxAttempts,
 		EnqueuedAt:  dd.EnqueuedAt,
+		Priority:    dd.Priority,
 	}
 }
 

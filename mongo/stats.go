@@ -12,9 +12,10 @@ import (
 	"github.com/fila-go/fila/backend"
 )
 
-// QueueStats counts the queue's messages with count queries on the claim
-// index (and one $group over its dead letters for DeadByKind), using only
-// aggregation stages every MongoDB-compatible server has. A message whose
+// QueueStats counts the queue's messages with count queries on the due
+// index (one $group over the ready messages for ReadyByPriority, and one
+// over its dead letters for DeadByKind), using only aggregation stages
+// every MongoDB-compatible server has. A message whose
 // lease expired counts as ready, since the next claim takes it; its
 // OldestReadyAt is its lease deadline.
 func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
@@ -42,11 +43,35 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 			Due time.Time `bson:"due"`
 		}
 		err := d.msgsReport.FindOne(ctx, counts[0].filter,
-			options.FindOne().SetSort(claimSort).SetProjection(bson.D{{Key: "due", Value: 1}})).Decode(&doc)
+			options.FindOne().SetSort(dueSort).SetProjection(bson.D{{Key: "due", Value: 1}})).Decode(&doc)
 		if err != nil && !errors.Is(err, gomongo.ErrNoDocuments) {
 			return backend.Stats{}, d.mapErr(ctx, err, "stats")
 		}
 		s.OldestReadyAt = doc.Due
+	}
+	s.ReadyByPriority = make([]int64, backend.MaxPriority+1)
+	if s.Ready > 0 {
+		cur, err := d.msgsReport.Aggregate(ctx, bson.A{
+			bson.D{{Key: "$match", Value: counts[0].filter}},
+			bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$p"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
+		})
+		if err != nil {
+			return backend.Stats{}, d.mapErr(ctx, err, "stats")
+		}
+		var levels []struct {
+			Level *int  `bson:"_id"` // nil: level 0, which is not stored
+			N     int64 `bson:"n"`
+		}
+		if err := cur.All(ctx, &levels); err != nil {
+			return backend.Stats{}, d.mapErr(ctx, err, "stats")
+		}
+		for _, l := range levels {
+			if l.Level == nil {
+				s.ReadyByPriority[0] += l.N
+			} else if *l.Level >= 0 && *l.Level <= backend.MaxPriority {
+				s.ReadyByPriority[*l.Level] += l.N
+			}
+		}
 	}
 	cur, err := d.deadReport.Aggregate(ctx, bson.A{
 		bson.D{{Key: "$match", Value: bson.D{{Key: "q", Value: queue}}}},

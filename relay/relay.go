@@ -315,7 +315,7 @@ func (rr *relayRun) moveDead(ctx context.Context, dst backend.DeadImporter, batc
 		for i, l := range page.Letters {
 			letters[i] = backend.DeadLetter{
 				Message: backend.Message{ID: l.ID, Kind: l.Kind, Body: l.Body, Headers: l.Headers,
-					DedupKey: l.DedupKey, MaxAttempts: l.MaxAttempts, EnqueuedAt: l.EnqueuedAt},
+					DedupKey: l.DedupKey, MaxAttempts: l.MaxAttempts, EnqueuedAt: l.EnqueuedAt, Priority: l.Priority},
 				Queue: l.Queue, Attempts: l.Attempts, Reason: l.Reason, DeadAt: l.DeadAt,
 			}
 		}
@@ -356,7 +356,8 @@ func (rr *relayRun) forward(ctx context.Context, ds []*fila.Delivery, runAts []t
 		if headers[HeaderSourceID] == "" {
 			headers[HeaderSourceID] = d.ID // a later hop keeps the first source's id
 		}
-		m := fila.Message{Kind: d.Kind, Body: d.Body, Headers: headers, DedupKey: d.DedupKey, MaxAttempts: d.MaxAttempts}
+		m := fila.Message{Kind: d.Kind, Body: d.Body, Headers: headers, DedupKey: d.DedupKey, MaxAttempts: d.MaxAttempts,
+			Priority: d.Priority}
 		if runAts != nil {
 			m.RunAt = runAts[i]
 		}

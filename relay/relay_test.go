@@ -321,3 +321,41 @@ func TestRelaySecondHopKeepsTheFirstSourceID(t *testing.T) {
 		t.Errorf("after two hops the message does not carry its first id %s: %v", id, got)
 	}
 }
+
+// TestRelayCarriesPriorities: fila migrate keeps each message's level, for
+// ready and delayed messages and dead letters alike.
+func TestRelayCarriesPriorities(t *testing.T) {
+	_, from := newMem(t)
+	_, to := newMem(t)
+	ctx := context.Background()
+	deadID, err := from.Enqueue(ctx, "q", fila.Message{Kind: "bad", Priority: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := from.Receive(ctx, "q", fila.ReceiveParams{})
+	if err != nil || ds[0].ID != deadID {
+		t.Fatalf("Receive = %v, %v; want the message to dead-letter", ds, err)
+	}
+	if err := ds[0].Dead(ctx, "unparseable"); err != nil {
+		t.Fatal(err)
+	}
+	ready, _ := from.Enqueue(ctx, "q", fila.Message{Kind: "ready", Priority: 2})
+	delayed, _ := from.Enqueue(ctx, "q", fila.Message{Kind: "later", Priority: 3, Delay: time.Hour})
+	r := &relay.Relay{From: from, FromQueue: "q", To: to, IncludeDelayed: true, IncludeDead: true, StopWhenIdle: 100 * time.Millisecond}
+	if st, err := r.Run(ctx); err != nil || st.Moved != 1 || st.Delayed != 1 || st.Dead != 1 {
+		t.Fatalf("Run = %+v, %v; want 1 moved, 1 delayed, 1 dead", st, err)
+	}
+	if d := collect(t, to, "q", 1)[ready]; d == nil || d.Priority != 2 {
+		t.Errorf("the ready message on the target: %+v; want level 2", d)
+	}
+	bds, err := to.Driver().(backend.DelayedReceiver).ReceiveDelayed(ctx, "q", backend.ReceiveParams{Max: 10, Lease: time.Minute})
+	if err != nil || len(bds) != 1 || bds[0].Priority != 3 {
+		t.Errorf("the delayed message on the target: %+v, %v; want it at level 3", bds, err)
+	} else if bds[0].Headers[relay.HeaderSourceID] != delayed {
+		t.Errorf("the delayed message on the target came from %s, want %s", bds[0].Headers[relay.HeaderSourceID], delayed)
+	}
+	page, err := to.DeadList(ctx, "q", fila.DeadListParams{})
+	if err != nil || len(page.Letters) != 1 || page.Letters[0].Priority != 1 {
+		t.Errorf("dead letters on the target: %+v, %v; want one at level 1", page.Letters, err)
+	}
+}

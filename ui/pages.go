@@ -85,6 +85,15 @@ type statsView struct {
 	Kinds   []kindCount
 	KindsNA bool
 	Note    string
+	// Levels are the ready counts per priority level, highest first; empty
+	// when the broker does not count them or nothing above level 0 is
+	// ready.
+	Levels []levelCount
+}
+
+type levelCount struct {
+	Level int
+	Count string
 }
 
 type kindCount struct {
@@ -132,6 +141,15 @@ func (h *Handler) statsView(queue string, st fila.Stats, err error, now time.Tim
 			return count{Text: "≥" + fmtCount(n), Why: why}
 		}
 		v.Delayed, v.Leased = lower(st.Delayed), lower(st.Leased)
+	}
+	above := int64(0)
+	for p := 1; p < len(st.ReadyByPriority); p++ {
+		above += st.ReadyByPriority[p]
+	}
+	if above > 0 {
+		for p := len(st.ReadyByPriority) - 1; p >= 0; p-- {
+			v.Levels = append(v.Levels, levelCount{Level: p, Count: fmtCount(st.ReadyByPriority[p])})
+		}
 	}
 	switch {
 	case st.Ready == 0:

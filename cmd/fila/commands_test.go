@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 )
 
@@ -305,6 +306,33 @@ func TestDeadReplayAndPurge(t *testing.T) {
 		// Replaying nothing is not an error.
 		if out := ok(t, "", "--url", url, "dead", "replay", "-q", q, "--kind", "a"); !strings.Contains(out, "replayed 0") {
 			t.Errorf("replay of nothing: %q", out)
+		}
+	})
+}
+
+// TestEnqueuePriority: fila enqueue --priority stores the level, which the
+// next receive shows by handing that message out first; a driver without
+// priorities exits 4.
+func TestEnqueuePriority(t *testing.T) {
+	t.Parallel()
+	forEachBroker(t, func(t *testing.T, url string, b broker) {
+		c := client(t, url)
+		q := unique("enqprio")
+		testenv.CleanupQueue(t, c, q)
+		fails(t, 2, "--priority 4 must be between 0 (lowest) and 3 (highest)", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--priority", "4")
+		if p, ok := c.Driver().(backend.Prioritizer); !ok || !p.Priorities() {
+			fails(t, 4, "priorities", "", "--url", url, "enqueue", "-q", q, "-k", "k", "--body", "x", "--priority", "1")
+			return
+		}
+		for range 3 {
+			ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "low", "--body", "x")
+		}
+		id := strings.TrimSpace(ok(t, "", "--url", url, "enqueue", "-q", q, "-k", "urgent", "--body", "x", "--priority", "3"))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ds, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 1})
+		if err != nil || len(ds) != 1 || ds[0].ID != id || ds[0].Priority != 3 {
+			t.Fatalf("the next receive after --priority 3 = %v, %v; want %s at level 3", ds, err, id)
 		}
 	})
 }

@@ -60,7 +60,7 @@ type messageFlags struct {
 	kind, body, dedup, runAt string
 	headers                  []string
 	delay                    time.Duration
-	maxAttempts              int
+	maxAttempts, priority    int
 }
 
 // register adds the message flags to cmd; dedupHelp tells what --dedup-key
@@ -74,6 +74,7 @@ func (mf *messageFlags) register(cmd *cobra.Command, dedupHelp string) {
 	f.StringVar(&mf.runAt, "run-at", "", "make the message ready at this RFC 3339 time")
 	f.StringVar(&mf.dedup, "dedup-key", "", dedupHelp)
 	f.IntVar(&mf.maxAttempts, "max-attempts", 0, "the message's own max attempts (default: the client's)")
+	f.IntVar(&mf.priority, "priority", 0, fmt.Sprintf("the message's level, 0 (lowest, the default) to %d (highest): higher levels are handed out first", fila.MaxPriority))
 	_ = cmd.MarkFlagRequired("kind")
 }
 
@@ -81,9 +82,12 @@ func (mf *messageFlags) register(cmd *cobra.Command, dedupHelp string) {
 // when --body is not given. Bad flag values are usage errors; the rest of
 // the validation is the client's.
 func (mf *messageFlags) message(cmd *cobra.Command, stdin io.Reader) (fila.Message, error) {
-	m := fila.Message{Kind: mf.kind, Delay: mf.delay, DedupKey: mf.dedup, MaxAttempts: mf.maxAttempts}
+	m := fila.Message{Kind: mf.kind, Delay: mf.delay, DedupKey: mf.dedup, MaxAttempts: mf.maxAttempts, Priority: mf.priority}
 	if mf.maxAttempts < 0 {
 		return m, usagef("--max-attempts %d is negative", mf.maxAttempts)
+	}
+	if mf.priority < 0 || mf.priority > fila.MaxPriority {
+		return m, usagef("--priority %d must be between 0 (lowest) and %d (highest)", mf.priority, fila.MaxPriority)
 	}
 	if mf.runAt != "" {
 		t, err := time.Parse(time.RFC3339, mf.runAt)
