@@ -107,11 +107,12 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 	}
 }
 
-// rawClaimSQL is a minimal SKIP LOCKED claim, the raw baseline.
+// rawClaimSQL is a minimal SKIP LOCKED claim, the raw baseline: of level 0
+// only (the raw rows' level), one range of messages_claim.
 func rawClaimSQL(schema string) string {
 	return `UPDATE ` + schema + `.messages m SET attempts = m.attempts + 1, lease_token = gen_random_uuid(),
 	visible_at = now() + interval '30 seconds'
-FROM (SELECT id FROM ` + schema + `.messages WHERE queue = $1 AND visible_at <= now()
+FROM (SELECT id FROM ` + schema + `.messages WHERE queue = $1 AND priority = 0 AND visible_at <= now()
 	ORDER BY visible_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) c
 WHERE m.id = c.id RETURNING m.id, m.body, m.lease_token`
 }

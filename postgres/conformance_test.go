@@ -56,7 +56,9 @@ func runConformanceAt(t *testing.T, base string, params map[string]string) {
 		all[k] = v
 	}
 	raw := withParams(t, base, all)
+	missing := map[conformance.Feature]string{}
 	conformance.Run(t, conformance.Harness{
+		Missing: missing,
 		Open: func(ctx context.Context) (backend.Driver, error) {
 			u, err := url.Parse(raw)
 			if err != nil {

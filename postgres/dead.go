@@ -47,11 +47,12 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 		headers []byte
 		att     int32
 		maxAtt  int32
+		prio    int16
 	)
 	_, err = pgx.ForEachRow(rows, []any{&l.ID, &l.Kind, &l.Body, &headers, &l.EnqueuedAt, &att, &maxAtt,
-		&l.DedupKey, &l.Reason, &l.DeadAt}, func() error {
+		&l.DedupKey, &l.Reason, &l.DeadAt, &prio}, func() error {
 		l.Queue = queue
-		l.Attempts, l.MaxAttempts = int(att), int(maxAtt)
+		l.Attempts, l.MaxAttempts, l.Priority = int(att), int(maxAtt), int(prio)
 		if len(headers) > 0 {
 			if err := json.Unmarshal(headers, &l.Headers); err != nil {
 				return err
@@ -73,7 +74,7 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 }
 
 // DeadReplay moves the selected dead letters back to the hot table, ready at
-// once with attempts reset and dedup keys dropped, in one statement, and
+// once at their levels with attempts reset and dedup keys dropped, in one statement, and
 // wakes the queue's receivers.
 func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFilter) (int, error) {
 	if d.isClosed() {

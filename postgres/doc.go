@@ -111,6 +111,41 @@
 // took less it only acks, and the Receive that follows claims when told
 // there is more.
 //
+// # Priorities
+//
+// In the skip-locked mode a message's level (fila.Message.Priority, 0 to
+// fila.MaxPriority) is a column of its row (schema version 17), so a retry,
+// an expired lease, a dead letter and its replay keep it, and deliveries
+// and dead letters return it. The index the claim reads, messages_claim,
+// is (queue, priority DESC, visible_at, id): a claim probes it level by
+// level, highest first, each probe a range of that level's claimable rows
+// that ends at its first row not yet due, and stops once it has what it
+// asked for, so levels cost a few index probes per claim, not a walk over
+// leased or delayed rows. A delayed message takes its level when due.
+// Building that index is the upgrade's cost: the migration blocks the
+// messages table while it reads it (see migrations/0017_priority.sql).
+//
+// In the log mode (schema version 18) a level is a stream: a message of
+// level 0 goes to its queue's own stream, as before, and one of level p
+// above 0 to the stream '~p<p>:<queue>', read in batches by snapshot
+// through a cursor of its own, so levels add no update and no dead tuple.
+// A claim reads the level streams highest first, then the queue's own,
+// then its subscribed topics'; it looks at the level streams' cursors only
+// when one probe (an index scan per partition) finds a row in them, so a
+// queue that uses level 0 only pays that probe. The row keeps its level
+// (a column), so a retry is appended to its level's stream, and a timer (a
+// delayed message, a retry with a delay), a redelivery after an expired
+// lease, a dead letter and its replay keep it. What is not ordered by
+// level: a claim first sweeps the due timers and expired leases, and
+// hands them out, in due order whatever their level, before it reads the
+// streams; the driver lists each claim's deliveries highest level first,
+// but a due message of level 0 may take the place of a ready one of a
+// higher level in the first claim after it came due (once: after that it
+// is leased). QueueStats counts the level streams but reports no counts
+// per level (ReadyByPriority is nil). A topic's events have no level in
+// this mode: a publish of a level above 0 is refused with
+// fila.ErrUnsupported (enqueue into the subscriptions' queues instead).
+//
 // # Poolers (PgBouncer)
 //
 // LISTEN needs a session, so it does not work through a pooler in
@@ -189,6 +224,15 @@
 // keep working; such a subscription reads the topic's stream from its start,
 // which holds only what was published since.
 //
+// Routing by kind (schema version 16). A subscription's kind patterns are
+// kept beside its mark, with a regular expression the driver derives from
+// them. Its claims read its batches as before but lease (or keep as timers)
+// only the events whose kind matches; the read position moves past the
+// others, which rotation then drops as read. Its QueueStats count only the
+// unread events that match; a stalled subscription's lag warning counts
+// them all. A publish writes the topic's rows only when a subscription takes
+// a kind of the batch, and reports and wakes only those subscriptions.
+//
 // Rewind (schema version 10). With fila_topic_retention, rotation keeps a
 // topic's events for that long after their publish even once every
 // subscription has read them, and fila.Client.TopicRewind (fila topic
@@ -240,8 +284,9 @@
 //     deleted, so the messages table depends on autovacuum; the migrations
 //     give it aggressive settings. Watch for bloat under sustained high
 //     load, or use the log mode.
-//   - Ordering: a single receiver without retries or delays gets messages
-//     in enqueue order; competing receivers get no ordering promise.
+//   - Ordering: a single receiver without retries or delays gets the
+//     messages of a level in enqueue order, the higher levels first;
+//     competing receivers get no ordering promise.
 //
 // # Features
 //
@@ -249,9 +294,10 @@
 // dedup keys, dead-letter management, stats (every column), transactional
 // enqueue, acking and claiming in one round trip (backend.AckReceiver),
 // moving queues (backend.DelayedReceiver, backend.DeadImporter), queue
-// listing and deletion, and marks with listing, in both modes, and in the
-// log mode topic rewind (backend.TopicRewinder). Its conformance runs
-// declare no conformance.Feature missing.
+// listing and deletion, marks with listing, and priorities
+// (backend.Prioritizer), in both modes, and in the log mode topic rewind
+// (backend.TopicRewinder). Its conformance runs declare no
+// conformance.Feature missing.
 //
 // # Errors
 //

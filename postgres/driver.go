@@ -126,6 +126,7 @@ var (
 	_ backend.QueueDeleter = (*Driver)(nil)
 	_ backend.Marker       = (*Driver)(nil)
 	_ backend.MarkLister   = (*Driver)(nil)
+	_ backend.Prioritizer  = (*Driver)(nil)
 )
 
 // New returns a driver over a pool the caller owns (Close does not close it).
@@ -233,6 +234,12 @@ func (d *Driver) DriverName() string { return "postgres" }
 
 // DedupKeys reports true: dedup keys are enforced by a unique index.
 func (d *Driver) DedupKeys() bool { return true }
+
+// Priorities reports whether d honours message levels
+// (backend.Prioritizer): both modes do, the skip-locked mode since schema
+// version 17 (a column of the claim index), the log mode since version 18
+// (a stream per level).
+func (d *Driver) Priorities() bool { return true }
 
 // Ping checks the server is reachable.
 func (d *Driver) Ping(ctx context.Context) error {

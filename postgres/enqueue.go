@@ -123,6 +123,7 @@ type enqueueArgs struct {
 	maxAttempts []int32
 	dedup       []pgtype.Text
 	attempts    []int32
+	priorities  []int16
 	hasDedup    bool
 }
 
@@ -132,7 +133,7 @@ func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
 		ids: make([]pgtype.UUID, n), kinds: make([]string, n), bodies: make([][]byte, n),
 		headers: make([]pgtype.Text, n), enqueuedAt: make([]time.Time, n), runAt: make([]pgtype.Timestamptz, n),
 		delayMicros: make([]int64, n), maxAttempts: make([]int32, n), dedup: make([]pgtype.Text, n),
-		attempts: make([]int32, n),
+		attempts: make([]int32, n), priorities: make([]int16, n),
 	}
 	for i := range msgs {
 		m := &msgs[i]
@@ -156,6 +157,7 @@ func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
 		a.delayMicros[i] = m.Delay.Microseconds()
 		a.maxAttempts[i] = int32(m.MaxAttempts)
 		a.attempts[i] = int32(max(m.Attempts, 0))
+		a.priorities[i] = int16(min(max(m.Priority, 0), backend.MaxPriority))
 		if m.DedupKey != "" {
 			a.dedup[i] = pgtype.Text{String: m.DedupKey, Valid: true}
 			a.hasDedup = true
@@ -164,12 +166,22 @@ func buildArgs(msgs []backend.Message) (*enqueueArgs, error) {
 	return a, nil
 }
 
-func (a *enqueueArgs) params(queue string) []any {
+// params returns the parameters of the enqueue statements. The levels are
+// the twelfth, with levels (the skip-locked mode); the log mode's
+// statements store none and take the first eleven: PostgreSQL refuses a
+// parameter a statement does not reference when it cannot tell its type.
+func (a *enqueueArgs) params(queue string, levels bool) []any {
+	var ps []any
 	if len(a.ids) == 1 { // scalar parameters of the single-row statements
-		return []any{queue, a.ids[0], a.kinds[0], a.bodies[0], a.headers[0], a.enqueuedAt[0], a.runAt[0],
-			a.delayMicros[0], a.maxAttempts[0], a.dedup[0], a.attempts[0]}
+		ps = []any{queue, a.ids[0], a.kinds[0], a.bodies[0], a.headers[0], a.enqueuedAt[0], a.runAt[0],
+			a.delayMicros[0], a.maxAttempts[0], a.dedup[0], a.attempts[0], a.priorities[0]}
+	} else {
+		ps = []any{queue, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt, a.delayMicros, a.maxAttempts, a.dedup, a.attempts, a.priorities}
 	}
-	return []any{queue, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt, a.delayMicros, a.maxAttempts, a.dedup, a.attempts}
+	if !levels {
+		ps = ps[:len(ps)-1]
+	}
+	return ps
 }
 
 // enqueue stores msgs through q, sending the wake-up notification as notify
@@ -227,15 +239,16 @@ func (d *Driver) insertBatch(ctx context.Context, q Querier, queue string, msgs 
 	if notify == notifyAfterCommit {
 		b.Queue("BEGIN")
 	}
+	ps := a.params(queue, d.Priorities())
 	switch {
 	case len(msgs) == 1 && !a.hasDedup:
-		b.Queue(d.q.enqueueOne, a.params(queue)...)
+		b.Queue(d.q.enqueueOne, ps...)
 	case len(msgs) == 1:
-		b.Queue(d.q.enqueueOneDe, a.params(queue)...)
+		b.Queue(d.q.enqueueOneDe, ps...)
 	case !a.hasDedup:
-		b.Queue(d.q.enqueue, a.params(queue)...)
+		b.Queue(d.q.enqueue, ps...)
 	default:
-		b.Queue(d.q.enqueueDedup, a.params(queue)...)
+		b.Queue(d.q.enqueueDedup, ps...)
 	}
 	switch notify {
 	case notifyInTx:

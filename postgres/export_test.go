@@ -43,6 +43,9 @@ func WholeAcks(d *Driver) int64 { return d.wholeAcks.Load() }
 // ClaimSQL and AckSQL return d's claim and ack statements.
 func ClaimSQL(d *Driver) string { return d.q.claim }
 
+// NextDueSQL returns d's statement that reads a queue's next due time.
+func NextDueSQL(d *Driver) string { return d.q.nextDue }
+
 // AckSQL returns d's ack statement.
 func AckSQL(d *Driver) string { return d.q.ack }
 
@@ -77,3 +80,6 @@ func SetMinLagAge(d time.Duration) (restore func()) {
 	old := minLagAge.Swap(int64(d))
 	return func() { minLagAge.Store(old) }
 }
+
+// KindRegexp is kindRegexp.
+var KindRegexp = kindRegexp

@@ -47,6 +47,8 @@ const (
 // the statements keep the
 // parameters and result columns of the skip-locked mode's, so the Go code
 // around them (notifications, waiting, dedup holders, paging) is shared.
+// Message levels (schema version 18, 0018_log_priority.sql) are a column of
+// the rows and choose a message's stream (levelStream).
 func newLogStatements(schema string) statements {
 	base := newStatements(schema)
 	s := quoteIdent(schema)
@@ -55,21 +57,21 @@ func newLogStatements(schema string) statements {
 	// shape.
 	retable := strings.NewReplacer(s+".dead ", s+".log_dead ", s+".dead\n", s+".log_dead\n",
 		s+".marks ", s+".log_marks ", s+".marks\n", s+".log_marks\n")
-	const insert = `INSERT INTO {{s}}.log_messages
-	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts)
-SELECT (SELECT cur FROM {{s}}.log_state), r.id, $1, r.kind, r.body, r.headers::json, r.enq,
-	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts
+	insert := `INSERT INTO {{s}}.log_messages
+	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts, priority)
+SELECT (SELECT cur FROM {{s}}.log_state), r.id, ` + levelStream("r.priority", "$1") + `, r.kind, r.body, r.headers::json, r.enq,
+	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts, r.priority
 FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::timestamptz[],
-	$8::int8[], $9::int4[], $10::text[], $11::int4[]) WITH ORDINALITY
-	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, attempts, ord)
+	$8::int8[], $9::int4[], $10::text[], $11::int4[], $12::int2[]) WITH ORDINALITY
+	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, attempts, priority, ord)
 ORDER BY r.ord`
 	// With dedup keys: the keys go into log_dedup first; a message whose
 	// key is taken (by a pending message or an earlier one of the batch) is
 	// not stored. RETURNING names the stored ones.
-	const insertDedup = `WITH r AS (
+	insertDedup := `WITH r AS (
 	SELECT * FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::timestamptz[],
-		$8::int8[], $9::int4[], $10::text[], $11::int4[]) WITH ORDINALITY
-		AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, attempts, ord)
+		$8::int8[], $9::int4[], $10::text[], $11::int4[], $12::int2[]) WITH ORDINALITY
+		AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, attempts, priority, ord)
 ), k AS (
 	INSERT INTO {{s}}.log_dedup (queue, key, id)
 	SELECT $1, r.dedup, r.id FROM r WHERE r.dedup IS NOT NULL ORDER BY r.ord
@@ -77,25 +79,25 @@ ORDER BY r.ord`
 	RETURNING id
 )
 INSERT INTO {{s}}.log_messages
-	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts)
-SELECT (SELECT cur FROM {{s}}.log_state), r.id, $1, r.kind, r.body, r.headers::json, r.enq,
-	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts
+	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts, priority)
+SELECT (SELECT cur FROM {{s}}.log_state), r.id, ` + levelStream("r.priority", "$1") + `, r.kind, r.body, r.headers::json, r.enq,
+	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts, r.priority
 FROM r WHERE r.dedup IS NULL OR r.id IN (SELECT id FROM k)
 ORDER BY r.ord
 RETURNING id::text`
-	const insertOne = `INSERT INTO {{s}}.log_messages
-	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts)
-VALUES ((SELECT cur FROM {{s}}.log_state), $2, $1, $3, $4, $5::json, $6,
-	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11)`
-	const insertOneDedup = `WITH k AS (
+	insertOne := `INSERT INTO {{s}}.log_messages
+	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts, priority)
+VALUES ((SELECT cur FROM {{s}}.log_state), $2, ` + levelStream("$12::int2", "$1::text") + `, $3, $4, $5::json, $6,
+	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11, $12)`
+	insertOneDedup := `WITH k AS (
 	INSERT INTO {{s}}.log_dedup (queue, key, id) VALUES ($1, $10, $2)
 	ON CONFLICT DO NOTHING
 	RETURNING id
 )
 INSERT INTO {{s}}.log_messages
-	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts)
-SELECT (SELECT cur FROM {{s}}.log_state), $2, $1, $3, $4, $5::json, $6,
-	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11
+	(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, dedup_key, attempts, priority)
+SELECT (SELECT cur FROM {{s}}.log_state), $2, ` + levelStream("$12::int2", "$1::text") + `, $3, $4, $5::json, $6,
+	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11, $12
 FROM k
 RETURNING id::text`
 	q := base
@@ -106,8 +108,9 @@ RETURNING id::text`
 	q.holders = r.Replace(`SELECT key, id::text FROM {{s}}.log_dedup WHERE queue = $1 AND key = ANY($2::text[])`)
 	// log_claim (schema version 12) returns member receipts short, for
 	// claim to write out; log_receive, over it, is for older drivers.
-	q.claim = r.Replace(`SELECT * FROM {{s}}.log_claim($1, $2, $3)`)
-	q.claimDelayed = r.Replace(`SELECT * FROM {{s}}.log_claim($1, $2, $3, true)`)
+	// log_claim_levels (schema version 18) adds each delivery's level.
+	q.claim = r.Replace(`SELECT * FROM {{s}}.log_claim_levels($1, $2, $3)`)
+	q.claimDelayed = r.Replace(`SELECT * FROM {{s}}.log_claim_levels($1, $2, $3, true)`)
 	// log_claim leaves the next due time of a queue it found less in than
 	// it could take in a transaction-local setting: reading it costs
 	// nothing. The parameter
@@ -119,21 +122,35 @@ RETURNING id::text`
 	q.retry = r.Replace(`SELECT pg_notify($5, q) FROM {{s}}.log_retry($1::uuid, $2::uuid, $3, $4) AS q`)
 	q.dead = r.Replace(`SELECT 1 FROM {{s}}.log_bury($1::uuid, $2::uuid, $3, $4)`)
 	q.extend = r.Replace(`SELECT * FROM {{s}}.log_extend($1::uuid, $2::uuid, $3)`)
-	q.stats = r.Replace(`SELECT * FROM {{s}}.log_stats($1)`)
+	// No counts per level (NULL): a due timer's or an expired lease's
+	// level is its message row's, which log_stats does not read.
+	q.stats = r.Replace(`SELECT *, NULL::int8[] FROM {{s}}.log_stats($1)`)
 	q.deadCounts = retable.Replace(base.deadCounts)
-	q.deadList = retable.Replace(base.deadList)
+	// Dead letters keep their level in log_dead.priority (schema version
+	// 18).
+	q.deadList = retable.Replace(r.Replace(strings.ReplaceAll(deadListSQL, "{{priority}}", "priority")))
 	q.deadPurge = retable.Replace(base.deadPurge)
-	q.deadImport = retable.Replace(base.deadImport)
+	q.deadImport = r.Replace(`INSERT INTO {{s}}.log_dead
+	(id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, reason, dead_at, priority)
+SELECT r.id, $1, r.kind, r.body, r.headers::json, r.enq, r.attempts, r.max_attempts, r.dedup, r.reason,
+	COALESCE(r.dead_at, now()), r.priority
+FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::int4[], $8::int4[],
+	$9::text[], $10::text[], $11::timestamptz[], $12::int2[]) WITH ORDINALITY
+	AS r(id, kind, body, headers, enq, attempts, max_attempts, dedup, reason, dead_at, priority, ord)
+ORDER BY r.ord
+ON CONFLICT (id) DO NOTHING`)
 	q.deadReplay = r.Replace(`WITH d AS (
 	DELETE FROM {{s}}.log_dead
 	WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::uuid[] IS NULL OR id = ANY($3::uuid[]))
-	RETURNING id, queue, kind, body, headers, enqueued_at, max_attempts
+	RETURNING id, queue, kind, body, headers, enqueued_at, max_attempts, priority
 )
-INSERT INTO {{s}}.log_messages (gen, id, queue, kind, body, headers, enqueued_at, run_at, attempts, max_attempts)
-SELECT (SELECT cur FROM {{s}}.log_state), id, queue, kind, body, headers, enqueued_at, now(), 0, max_attempts FROM d`)
+INSERT INTO {{s}}.log_messages (gen, id, queue, kind, body, headers, enqueued_at, run_at, attempts, max_attempts, priority)
+SELECT (SELECT cur FROM {{s}}.log_state), id, ` + levelStream("priority", "queue") + `, kind, body, headers, enqueued_at, now(), 0,
+	max_attempts, priority FROM d`)
 	// The queues with rows, with dead letters, or subscribed to a topic
 	// (whose messages are the topic's rows); topics' streams and
-	// subscriptions' cursors ('~' names) are not queues.
+	// subscriptions' cursors ('~' names) are not queues, and a level
+	// stream ('~p<level>:<queue>') names its queue.
 	q.queueList = r.Replace(`WITH RECURSIVE m(queue) AS (
 	(SELECT queue FROM {{s}}.log_messages ORDER BY queue LIMIT 1)
 	UNION ALL
@@ -146,7 +163,8 @@ SELECT (SELECT cur FROM {{s}}.log_state), id, queue, kind, body, headers, enqueu
 		SELECT queue FROM {{s}}.log_dead WHERE queue > d.queue ORDER BY queue LIMIT 1) n
 )
 SELECT queue FROM (
-	SELECT queue FROM m UNION SELECT queue FROM d
+	SELECT CASE WHEN left(queue, 2) = '~p' THEN substr(queue, 5) ELSE queue END AS queue FROM m
+	UNION SELECT queue FROM d
 	UNION SELECT substr(name, 5) FROM {{s}}.log_marks
 	WHERE name >= 'sub/' AND name < 'sub0' AND left(queue, 11) = 'fila.topic.' AND (until IS NULL OR until > now())
 ) u
@@ -162,6 +180,13 @@ ORDER BY queue COLLATE "C"`)
 	q.rotateTruncate = r.Replace(`SELECT {{s}}.log_rotate_truncate($1)`)
 	topicStatements(&q, s)
 	return q
+}
+
+// levelStream returns the SQL expression of the stream a message of level
+// (a smallint expression) of queue goes to in the log mode (schema version
+// 18): the queue's own for level 0, '~p<level>:<queue>' above it.
+func levelStream(level, queue string) string {
+	return "CASE WHEN " + level + " > 0 THEN '~p' || " + level + " || ':' || " + queue + " ELSE " + queue + " END"
 }
 
 // rotate runs until Close: every check (a quarter of the rotation interval,

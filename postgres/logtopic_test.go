@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -215,7 +216,7 @@ func TestLogTopicOneRowPerEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got, []string{"sub-a", "sub-b"}) {
+	if !reflect.DeepEqual(got, []fila.Subscription{{Queue: "sub-a"}, {Queue: "sub-b"}}) {
 		t.Errorf("TopicSubscriptions = %v, want [sub-a sub-b]", got)
 	}
 	res, err = c.PublishBatch(ctx, "events", msgs[:1])
@@ -702,7 +703,7 @@ func TestLogTopicPublishNotifiesOnce(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	subs := []string{"n-a", "n-b", "n-c", "n-d", "n-e"}
 	for _, q := range subs {
-		if err := d.TopicSubscribe(ctx, "wake", q); err != nil {
+		if err := d.TopicSubscribe(ctx, "wake", q, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -747,7 +748,7 @@ func TestLogPublishByCopyMatchesStatement(t *testing.T) {
 	schema := migratedSchema(t, pool)
 	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
 	ctx := ctxT(t, 60*time.Second)
-	if err := d.TopicSubscribe(ctx, "same", "same.sub"); err != nil {
+	if err := d.TopicSubscribe(ctx, "same", "same.sub", ""); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 12, 4, 8, 45, 1, 123456789, time.FixedZone("x", -3*3600))
@@ -816,7 +817,7 @@ func TestLogPublishByCopyFailureKeepsNothing(t *testing.T) {
 	pool := testPoolWith(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	schema := migratedSchema(t, pool)
 	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog, DisableListen: true, PollInterval: time.Second})
-	if err := d.TopicSubscribe(ctx, "fails", "fails.sub"); err != nil {
+	if err := d.TopicSubscribe(ctx, "fails", "fails.sub", ""); err != nil {
 		t.Fatal(err)
 	}
 	batch := func(n int) []backend.Message {
@@ -914,7 +915,7 @@ func TestLogPublishByCopyQuotesTopic(t *testing.T) {
 	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
 	ctx := ctxT(t, 60*time.Second)
 	const topic = `it's\a topic`
-	if err := d.TopicSubscribe(ctx, topic, "quoted.sub"); err != nil {
+	if err := d.TopicSubscribe(ctx, topic, "quoted.sub", ""); err != nil {
 		t.Fatal(err)
 	}
 	batch := func() []backend.Message {
@@ -935,5 +936,84 @@ func TestLogPublishByCopyQuotesTopic(t *testing.T) {
 	}
 	if n := postgres.CopyPublishes(d) - copies; n != 3 {
 		t.Errorf("%d publishes by COPY, want 3", n)
+	}
+}
+
+// TestLogTopicKindPatterns: in the log mode a publish, by COPY (16 or more
+// events) or by statement, reports and wakes only the subscriptions whose
+// patterns take a kind of it and stores nothing when none does; a claim
+// leases only the matching rows, passes the others, and QueueStats counts
+// only the matching unread rows.
+func TestLogTopicKindPatterns(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
+	ctx := ctxT(t, 60*time.Second)
+	if err := d.TopicSubscribe(ctx, "routed", "routed.a", "a.*"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.TopicSubscribe(ctx, "routed", "routed.b", "#.b"); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(n int, kinds ...string) []backend.Message {
+		out := make([]backend.Message, n)
+		for i := range out {
+			out[i] = backend.Message{ID: uuidString(), Kind: kinds[i%len(kinds)], Body: []byte{byte(i)}, MaxAttempts: 5}
+		}
+		return out
+	}
+	stored := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.log_messages WHERE queue = '~t:routed'`, schema)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	copies := postgres.CopyPublishes(d)
+	for _, b := range [][]backend.Message{batch(20, "c"), batch(3, "c.x")} {
+		n, err := d.TopicPublish(ctx, "routed", b)
+		if err != nil || n != 0 {
+			t.Fatalf("TopicPublish of kinds no pattern takes = %d, %v; want 0", n, err)
+		}
+	}
+	if n := stored(); n != 0 {
+		t.Fatalf("a publish no subscription takes stored %d rows, want none", n)
+	}
+	// 20 by COPY (15 for routed.a), then 3 by statement (2 for routed.b).
+	want := map[string]map[string]bool{"routed.a": {}, "routed.b": {}}
+	// By COPY, the kinds are a literal in the query: quotes and backslashes
+	// must arrive as they are.
+	for _, b := range [][]backend.Message{batch(20, "a.x", "zz", `a."q"`, `a.\b'`), batch(3, "x.b", "q.b", "a.b.c")} {
+		n, err := d.TopicPublish(ctx, "routed", b)
+		if err != nil || n != 1 {
+			t.Fatalf("TopicPublish = %d, %v; want 1 subscription", n, err)
+		}
+		for _, m := range b {
+			for q, p := range map[string]string{"routed.a": "a.*", "routed.b": "#.b"} {
+				if backend.KindMatch(p, m.Kind) {
+					want[q][backend.CopyID(m.ID, q)] = true
+				}
+			}
+		}
+	}
+	if n := postgres.CopyPublishes(d) - copies; n != 2 {
+		t.Fatalf("%d publishes by COPY, want 2", n)
+	}
+	for q, ids := range want {
+		st, err := d.QueueStats(ctx, q)
+		if err != nil || st.Ready != int64(len(ids)) {
+			t.Errorf("Stats(%s) = %+v, %v; want %d ready", q, st, err, len(ids))
+		}
+		ds, err := d.Receive(ctx, q, backend.ReceiveParams{Max: 100, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, dl := range ds {
+			got[dl.Message.ID] = true
+		}
+		if !maps.Equal(got, ids) {
+			t.Errorf("%s received %d messages, want %d: %v", q, len(got), len(ids), ds)
+		}
 	}
 }

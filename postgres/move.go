@@ -18,7 +18,8 @@ var (
 )
 
 // ReceiveDelayed claims, without blocking, up to p.Max messages whose run-at
-// has not come (earliest first), leasing them like Receive. The run-at is
+// has not come (earliest first, whatever their level), leasing them like
+// Receive, with their levels. The run-at is
 // kept: if such a lease expires unsettled, the message becomes claimable at
 // the later of its deadline and its run-at, and ReceiveDelayed may take it
 // again before then.
@@ -48,6 +49,7 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 		attempts, maxAtt    = make([]int32, 0, n), make([]int32, 0, n)
 		dedup               = make([]pgtype.Text, 0, n)
 		deadAt              = make([]pgtype.Timestamptz, 0, n)
+		priorities          = make([]int16, 0, n)
 	)
 	for i := range letters {
 		l := &letters[i]
@@ -79,7 +81,12 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 		maxAtt = append(maxAtt, int32(max(l.MaxAttempts, 0)))
 		dedup = append(dedup, pgtype.Text{String: l.DedupKey, Valid: l.DedupKey != ""})
 		deadAt = append(deadAt, pgtype.Timestamptz{Time: l.DeadAt, Valid: !l.DeadAt.IsZero()})
+		priorities = append(priorities, int16(min(max(l.Priority, 0), backend.MaxPriority)))
 	}
-	_, err := d.pool.Exec(ctx, d.q.deadImport, queue, ids, kinds, bodies, headers, enq, attempts, maxAtt, dedup, reasons, deadAt)
+	args := []any{queue, ids, kinds, bodies, headers, enq, attempts, maxAtt, dedup, reasons, deadAt}
+	if d.Priorities() { // the log mode's statement stores no level
+		args = append(args, priorities)
+	}
+	_, err := d.pool.Exec(ctx, d.q.deadImport, args...)
 	return mapErr(ctx, "dead import", err)
 }

@@ -76,9 +76,9 @@ func (d *Driver) insertMulti(ctx context.Context, q Querier, batches []backend.Q
 			return err
 		}
 		if len(qb.Msgs) == 1 {
-			b.Queue(d.q.enqueueOne, a.params(qb.Queue)...)
+			b.Queue(d.q.enqueueOne, a.params(qb.Queue, d.Priorities())...)
 		} else {
-			b.Queue(d.q.enqueue, a.params(qb.Queue)...)
+			b.Queue(d.q.enqueue, a.params(qb.Queue, d.Priorities())...)
 		}
 		want = append(want, len(qb.Msgs))
 		if !own {

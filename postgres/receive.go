@@ -157,8 +157,9 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 	return a.errs, ds, nil
 }
 
-// claim runs a claim statement once. Its last column is the row's due time
-// before the claim; early (ReceiveDelayed) deliveries report it as RunAt.
+// claim runs a claim statement once. Its twelfth column is the row's due
+// time before the claim; early (ReceiveDelayed) deliveries report it as
+// RunAt. The message's level is a thirteenth (Driver.Priorities).
 // With next non-nil, the same round trip (and transaction, after the claim)
 // also reads how long until the queue's next message is due into *next (in
 // microseconds; nil when the queue is empty), for a claim that comes back
@@ -225,10 +226,15 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 		headers []byte
 		att     int32
 		maxAtt  int32
+		prio    int16
 	)
-	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.Kind, &c.Body, &headers, &c.EnqueuedAt, &att, &maxAtt,
-		&c.DedupKey, &c.Receipt, &c.Deadline, &c.LastError, &c.was}, func() error {
-		c.Attempt, c.MaxAttempts = int(att), int(maxAtt)
+	dest := []any{&c.ID, &c.Kind, &c.Body, &headers, &c.EnqueuedAt, &att, &maxAtt,
+		&c.DedupKey, &c.Receipt, &c.Deadline, &c.LastError, &c.was}
+	if d.Priorities() {
+		dest = append(dest, &prio)
+	}
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		c.Attempt, c.MaxAttempts, c.Priority = int(att), int(maxAtt), int(prio)
 		if len(c.Receipt) < 36 {
 			c.Receipt = memberReceipt(c.Receipt)
 		}
@@ -262,13 +268,17 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 		// those leases expire (contract: cancellation).
 		return nil, mapErr(ctx, "receive", err)
 	}
-	// RETURNING has no order: restore the claim order (oldest first). The
+	// RETURNING has no order: restore the claim order (claim sort: the
+	// highest level first, then oldest first). The
 	// log mode returns its claim in order already, which sorting would
 	// change: a topic's copy ids keep only the millisecond of their event's
 	// id, so sorting put the copies of a publish by COPY (one run-at) in
 	// the order of their hashes, at about 8% of a fan-out consumer's CPU
 	// (BENCHMARKS.md).
 	less := func(i, j int) bool {
+		if out[i].Priority != out[j].Priority {
+			return out[i].Priority > out[j].Priority
+		}
 		if !out[i].was.Equal(out[j].was) {
 			return out[i].was.Before(out[j].was)
 		}
@@ -276,6 +286,13 @@ func (d *Driver) claim(ctx context.Context, sql, queue string, p backend.Receive
 	}
 	if d.mode != ModeLog && !sort.SliceIsSorted(out, less) {
 		sort.Slice(out, less)
+	}
+	// The log mode's claim hands out the due timers and expired leases it
+	// sweeps before the streams, whatever their level: put its
+	// deliveries highest level first, keeping the order within a level.
+	byLevel := func(i, j int) bool { return out[i].Priority > out[j].Priority }
+	if d.mode == ModeLog && !sort.SliceIsSorted(out, byLevel) {
+		sort.SliceStable(out, byLevel)
 	}
 	ds := make([]backend.Delivery, len(out))
 	for i := range out {

@@ -1,6 +1,11 @@
 package postgres
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/fila-go/fila/backend"
+)
 
 // statements holds the SQL text of every operation for one schema. The
 // schema is inlined (validated and quoted) so pgx can cache one prepared
@@ -51,12 +56,13 @@ type statements struct {
 	rotateCopy     string // log mode only
 	rotateTruncate string // log mode only
 
-	subscribe   string    // log mode only
-	rewind      string    // log mode only
-	unsubscribe string    // log mode only
-	publish     string    // log mode only
-	publishCopy [2]string // log mode only: a publish by COPY, before and after the topic's literal
-	lag         string    // log mode only
+	subscribe     string    // log mode only
+	rewind        string    // log mode only
+	unsubscribe   string    // log mode only
+	publish       string    // log mode only
+	publishCopy   [4]string // log mode only: a publish by COPY, around the topic's and the kinds' literals
+	subscriptions string    // log mode only
+	lag           string    // log mode only
 }
 
 // channelName returns the LISTEN/NOTIFY channel of a schema.
@@ -65,18 +71,21 @@ func channelName(schema string) string { return "fila_" + schema }
 func newStatements(schema string) statements {
 	s := quoteIdent(schema)
 	r := strings.NewReplacer("{{s}}", s)
+	// The enqueue statements take the levels as $12 (enqueueArgs.params);
+	// the log mode's, which store none, take the first eleven parameters
+	// only.
 	const insert = `INSERT INTO {{s}}.messages
-	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key, attempts)
+	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key, attempts, priority)
 SELECT r.id, $1, r.kind, r.body, r.headers::json, r.enq,
-	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts
+	COALESCE(r.run_at, now() + r.delay_us * interval '1 microsecond'), r.max_attempts, r.dedup, r.attempts, r.priority
 FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::timestamptz[],
-	$8::int8[], $9::int4[], $10::text[], $11::int4[]) WITH ORDINALITY
-	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, attempts, ord)
+	$8::int8[], $9::int4[], $10::text[], $11::int4[], $12::int2[]) WITH ORDINALITY
+	AS r(id, kind, body, headers, enq, run_at, delay_us, max_attempts, dedup, attempts, priority, ord)
 ORDER BY r.ord`
 	const insertOne = `INSERT INTO {{s}}.messages
-	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key, attempts)
+	(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key, attempts, priority)
 VALUES ($2, $1, $3, $4, $5::json, $6,
-	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11)`
+	COALESCE($7::timestamptz, now() + $8::int8 * interval '1 microsecond'), $9, $10, $11, $12::int2)`
 	const onConflict = `
 ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
 RETURNING id::text`
@@ -95,19 +104,33 @@ RETURNING id::text`
 		notifyMany: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, q) FROM unnest($2::text[]) AS q`,
 
 		// One statement claims ready messages and expired leases: both are
-		// rows whose visible_at has passed, one range of messages_claim.
-		// SKIP LOCKED lets competing receivers take disjoint rows without
-		// waiting. A rare expired lease taken before its run-at (run_at set,
-		// see ReceiveDelayed) is not handed out: the claim turns it back into
-		// a delayed message due at its run-at. Keeping that check out of the
-		// WHERE clause keeps the plan an ordered index scan that stops after
-		// LIMIT rows, even on a table without statistics.
+		// rows whose visible_at has passed. It takes them in the order
+		// priority DESC, visible_at, id: level by level, highest first
+		// (levels, a VALUES list in that order, is the outer side of a
+		// nested loop, whose rows come out in its order), each level's
+		// claimable rows one range of messages_claim (queue, priority DESC,
+		// visible_at, id) that ends at the level's first row not yet due.
+		// One scan of the queue in index order would instead read past
+		// every leased and delayed row of a level before reaching the next.
+		// The rows are pulled, and locked, one at a time: the outer LIMIT
+		// stops the loop, so no level is read, or locked, beyond what the
+		// claim takes. SKIP LOCKED lets competing receivers take disjoint
+		// rows without waiting. A rare expired lease taken before its run-at
+		// (run_at set, see ReceiveDelayed) is not handed out: the claim
+		// turns it back into a delayed message due at its run-at. Keeping
+		// that check out of the WHERE clause keeps each level's plan an
+		// ordered index scan that stops after LIMIT rows, even on a table
+		// without statistics.
 		claim: r.Replace(`WITH c AS (
-	SELECT id, visible_at FROM {{s}}.messages
-	WHERE queue = $1 AND visible_at <= now()
-	ORDER BY visible_at, id
+	SELECT m.id, m.visible_at FROM ` + levels + ` AS p(l)
+	CROSS JOIN LATERAL (
+		SELECT id, visible_at FROM {{s}}.messages
+		WHERE queue = $1 AND priority = p.l AND visible_at <= now()
+		ORDER BY visible_at, id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	) m
 	LIMIT $2
-	FOR UPDATE SKIP LOCKED
 ), u AS (
 	UPDATE {{s}}.messages m
 	SET attempts = CASE WHEN m.run_at > now() THEN m.attempts ELSE m.attempts + 1 END,
@@ -117,14 +140,16 @@ RETURNING id::text`
 	FROM c
 	WHERE m.id = c.id
 	RETURNING m.id, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.max_attempts,
-		m.dedup_key, m.lease_token, m.visible_at, m.last_error, c.visible_at AS was
+		m.dedup_key, m.lease_token, m.visible_at, m.last_error, c.visible_at AS was, m.priority
 )
 SELECT id::text, kind, body, headers, enqueued_at, attempts, max_attempts,
-	COALESCE(dedup_key, ''), lease_token::text, visible_at, COALESCE(last_error, ''), was
+	COALESCE(dedup_key, ''), lease_token::text, visible_at, COALESCE(last_error, ''), was, priority
 FROM u WHERE lease_token IS NOT NULL`),
 		// Delayed messages not leased and expired leases taken before their
-		// run-at (ReceiveDelayed), oldest run-at first. run_at keeps the
-		// run-at while the early lease lasts.
+		// run-at (ReceiveDelayed), oldest run-at first, whatever their
+		// level (they take it when due; the level is returned, for the
+		// relay to carry over). run_at keeps the run-at while the early
+		// lease lasts.
 		claimDelayed: r.Replace(`WITH c AS (
 	SELECT id, COALESCE(run_at, visible_at) AS due FROM {{s}}.messages
 	WHERE queue = $1 AND (
@@ -142,15 +167,21 @@ SET attempts = m.attempts + 1,
 FROM c
 WHERE m.id = c.id
 RETURNING m.id::text, m.kind, m.body, m.headers, m.enqueued_at, m.attempts, m.max_attempts,
-	COALESCE(m.dedup_key, ''), m.lease_token::text, m.visible_at, COALESCE(m.last_error, ''), c.due`),
+	COALESCE(m.dedup_key, ''), m.lease_token::text, m.visible_at, COALESCE(m.last_error, ''), c.due, m.priority`),
 		// How long until the queue's next message becomes claimable (a
 		// delayed run-at or a lease deadline), in microseconds; NULL when the
 		// queue is empty. An expired early lease counts as due now: the next
 		// claim turns it back into a delayed message. It runs in the claim's
 		// transaction, after the claim: clock_timestamp(), not the
-		// transaction's start, is now.
-		nextDue: r.Replace(`SELECT (extract(epoch FROM (min(visible_at) - clock_timestamp())) * 1e6)::int8
-FROM {{s}}.messages WHERE queue = $1`),
+		// transaction's start, is now. The least of the levels' first
+		// visible_at: one probe of messages_claim per level, where a min
+		// over the queue would read all its rows (visible_at comes after
+		// priority in the index).
+		nextDue: r.Replace(`SELECT (extract(epoch FROM (min(n.visible_at) - clock_timestamp())) * 1e6)::int8
+FROM ` + levels + ` AS p(l)
+CROSS JOIN LATERAL (
+	SELECT visible_at FROM {{s}}.messages WHERE queue = $1 AND priority = p.l ORDER BY visible_at LIMIT 1
+) n`),
 
 		ack: r.Replace(`DELETE FROM {{s}}.messages m
 USING unnest($1::uuid[], $2::uuid[]) AS r(id, token)
@@ -171,10 +202,10 @@ RETURNING m.id::text`),
 SELECT pg_notify($5, queue) FROM u`),
 		dead: r.Replace(`WITH d AS (
 	DELETE FROM {{s}}.messages WHERE id = $1 AND lease_token = $2 AND visible_at > now()
-	RETURNING id, queue, kind, body, headers, enqueued_at, max_attempts, dedup_key
+	RETURNING id, queue, kind, body, headers, enqueued_at, max_attempts, dedup_key, priority
 )
-INSERT INTO {{s}}.dead (id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, reason)
-SELECT id, queue, kind, body, headers, enqueued_at, $4, max_attempts, dedup_key, $3 FROM d`),
+INSERT INTO {{s}}.dead (id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, reason, priority)
+SELECT id, queue, kind, body, headers, enqueued_at, $4, max_attempts, dedup_key, $3, priority FROM d`),
 		extend: r.Replace(`UPDATE {{s}}.messages
 SET visible_at = now() + $3 * interval '1 microsecond'
 WHERE id = $1 AND lease_token = $2 AND visible_at > now()
@@ -187,39 +218,37 @@ RETURNING visible_at`),
 	count(*) FILTER (WHERE visible_at <= now() AND (run_at IS NULL OR run_at <= now())),
 	count(*) FILTER (WHERE (lease_token IS NULL AND visible_at > now()) OR (visible_at <= now() AND run_at > now())),
 	count(*) FILTER (WHERE lease_token IS NOT NULL AND visible_at > now()),
-	min(GREATEST(visible_at, run_at)) FILTER (WHERE visible_at <= now() AND (run_at IS NULL OR run_at <= now()))
+	min(GREATEST(visible_at, run_at)) FILTER (WHERE visible_at <= now() AND (run_at IS NULL OR run_at <= now())),
+	ARRAY[` + readyByLevel() + `]
 FROM {{s}}.messages WHERE queue = $1`),
 		deadCounts: r.Replace(`SELECT kind, count(*) FROM {{s}}.dead WHERE queue = $1 GROUP BY kind`),
-		deadList: r.Replace(`SELECT id::text, kind, CASE WHEN $7 THEN NULL ELSE body END, headers, enqueued_at, attempts, max_attempts,
-	COALESCE(dedup_key, ''), reason, dead_at
-FROM {{s}}.dead
-WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::timestamptz IS NULL OR (dead_at, id) > ($3, $4::uuid))
-	AND ($6::uuid[] IS NULL OR id = ANY($6::uuid[]))
-ORDER BY dead_at, id
-LIMIT $5`),
-		// Replayed messages are ready at once with attempts reset, the dedup
-		// key dropped and no last error (like a fresh enqueue).
+		deadList:   r.Replace(strings.ReplaceAll(deadListSQL, "{{priority}}", "priority")),
+		// Replayed messages are ready at once, at their level, with attempts
+		// reset, the dedup key dropped and no last error (like a fresh
+		// enqueue).
 		deadReplay: r.Replace(`WITH d AS (
 	DELETE FROM {{s}}.dead
 	WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::uuid[] IS NULL OR id = ANY($3::uuid[]))
-	RETURNING id, queue, kind, body, headers, enqueued_at, max_attempts
+	RETURNING id, queue, kind, body, headers, enqueued_at, max_attempts, priority
 )
-INSERT INTO {{s}}.messages (id, queue, kind, body, headers, enqueued_at, visible_at, attempts, max_attempts)
-SELECT id, queue, kind, body, headers, enqueued_at, now(), 0, max_attempts FROM d`),
+INSERT INTO {{s}}.messages (id, queue, kind, body, headers, enqueued_at, visible_at, attempts, max_attempts, priority)
+SELECT id, queue, kind, body, headers, enqueued_at, now(), 0, max_attempts, priority FROM d`),
+		// The levels are $12 (the log mode's statement, which stores none,
+		// takes the first eleven parameters only).
 		deadImport: r.Replace(`INSERT INTO {{s}}.dead
-	(id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, reason, dead_at)
+	(id, queue, kind, body, headers, enqueued_at, attempts, max_attempts, dedup_key, reason, dead_at, priority)
 SELECT r.id, $1, r.kind, r.body, r.headers::json, r.enq, r.attempts, r.max_attempts, r.dedup, r.reason,
-	COALESCE(r.dead_at, now())
+	COALESCE(r.dead_at, now()), r.priority
 FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::timestamptz[], $7::int4[], $8::int4[],
-	$9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
-	AS r(id, kind, body, headers, enq, attempts, max_attempts, dedup, reason, dead_at, ord)
+	$9::text[], $10::text[], $11::timestamptz[], $12::int2[]) WITH ORDINALITY
+	AS r(id, kind, body, headers, enq, attempts, max_attempts, dedup, reason, dead_at, priority, ord)
 ORDER BY r.ord
 ON CONFLICT (id) DO NOTHING`),
 		deadPurge: r.Replace(`DELETE FROM {{s}}.dead
 WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::uuid[] IS NULL OR id = ANY($3::uuid[]))`),
 
 		// The distinct queue names of both tables by a loose index scan:
-		// each step of the recursion is one probe of the index whose leading
+		// each step of the recursion is one probe of an index whose leading
 		// column is queue (messages_claim, dead_list) for the next name
 		// after the last one, so the cost grows with the number of queues,
 		// not of rows. The final sort is bytewise (COLLATE "C"), like Go's.
@@ -286,6 +315,32 @@ ORDER BY name`),
 	}
 }
 
+// levels is a VALUES list of the message levels, highest first: the outer
+// side of the claim's and nextDue's per-level probes of messages_claim.
+var levels = func() string {
+	var b strings.Builder
+	b.WriteString("(VALUES ")
+	for p := backend.MaxPriority; p >= 0; p-- {
+		fmt.Fprintf(&b, "(%d::int2)", p)
+		if p > 0 {
+			b.WriteString(", ")
+		}
+	}
+	b.WriteString(")")
+	return b.String()
+}()
+
+// deadListSQL pages through a queue's dead letters; {{priority}} is the
+// level's column (the log mode's log_dead has none, and its statement reads
+// 0 there).
+const deadListSQL = `SELECT id::text, kind, CASE WHEN $7 THEN NULL ELSE body END, headers, enqueued_at, attempts, max_attempts,
+	COALESCE(dedup_key, ''), reason, dead_at, {{priority}}
+FROM {{s}}.dead
+WHERE queue = $1 AND ($2 = '' OR kind = $2) AND ($3::timestamptz IS NULL OR (dead_at, id) > ($3, $4::uuid))
+	AND ($6::uuid[] IS NULL OR id = ANY($6::uuid[]))
+ORDER BY dead_at, id
+LIMIT $5`
+
 // markSweep is the WITH clause of MarkSet: it deletes up to 16 of the
 // queue's expired marks other than the one being set (a statement must
 // not touch the row its INSERT ... ON CONFLICT may update), found by
@@ -301,3 +356,13 @@ const markSweep = `WITH gone AS (
 		LIMIT 16
 		FOR UPDATE SKIP LOCKED))
 )`
+
+// readyByLevel returns the stats statement's ready count of each level,
+// 0 to backend.MaxPriority, as a list of columns.
+func readyByLevel() string {
+	cols := make([]string, backend.MaxPriority+1)
+	for l := range cols {
+		cols[l] = fmt.Sprintf("count(*) FILTER (WHERE priority = %d AND visible_at <= now() AND (run_at IS NULL OR run_at <= now()))", l)
+	}
+	return strings.Join(cols, ", ")
+}

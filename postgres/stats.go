@@ -10,7 +10,8 @@ import (
 )
 
 // QueueStats counts queue's messages with one query over the hot table
-// (FILTER clauses) and one over the dead-letter table (per kind). A message
+// (FILTER clauses, and the ready ones per level in the default mode) and
+// one over the dead-letter table (per kind). A message
 // whose lease expired without settlement counts as ready (it is claimable),
 // and became ready at its old deadline.
 func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
@@ -26,7 +27,7 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 	b.Queue(d.q.deadCounts, queue)
 	br := d.pool.SendBatch(ctx, b)
 	defer br.Close()
-	if err := br.QueryRow().Scan(&s.Ready, &s.Delayed, &s.Leased, &oldest); err != nil {
+	if err := br.QueryRow().Scan(&s.Ready, &s.Delayed, &s.Leased, &oldest, &s.ReadyByPriority); err != nil {
 		return backend.Stats{}, mapErr(ctx, "stats", err)
 	}
 	if oldest != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"sort"
 	"strings"
 	"time"
 
@@ -54,12 +53,19 @@ func (d *Driver) topicsUsable() error {
 }
 
 // TopicSubscribe makes queue a subscription of topic, with a cursor at the
-// current snapshot: the topic's rows that committed before are not read.
-func (d *Driver) TopicSubscribe(ctx context.Context, topic, queue string) error {
+// current snapshot: the topic's rows that committed before are not read. A
+// pattern is stored with its regular expression (kindRegexp), which the
+// claims and the publishes match kinds with (schema version 16); subscribing
+// again adds it.
+func (d *Driver) TopicSubscribe(ctx context.Context, topic, queue, pattern string) error {
 	if err := d.topicsUsable(); err != nil {
 		return err
 	}
-	if _, err := d.pool.Exec(ctx, d.q.subscribe, topic, queue); err != nil {
+	re := ""
+	if pattern != "" {
+		re = kindRegexp(pattern)
+	}
+	if _, err := d.pool.Exec(ctx, d.q.subscribe, topic, queue, pattern, re); err != nil {
 		return mapErr(ctx, "subscribe", err)
 	}
 	return nil
@@ -97,21 +103,58 @@ func (d *Driver) TopicRewind(ctx context.Context, topic, queue string, to time.T
 	return nil
 }
 
-// TopicSubscriptions returns the queues subscribed to topic, sorted.
-func (d *Driver) TopicSubscriptions(ctx context.Context, topic string) ([]string, error) {
+// TopicSubscriptions returns topic's subscriptions with their patterns,
+// sorted by queue.
+func (d *Driver) TopicSubscriptions(ctx context.Context, topic string) ([]backend.Subscription, error) {
 	if err := d.topicsUsable(); err != nil {
 		return nil, err
 	}
-	marks, err := d.MarkList(ctx, topicMarkQueue+topic, topicSubMark)
+	subs, err := d.subscriptions(ctx, d.pool, topic)
+	if err != nil {
+		return nil, mapErr(ctx, "list subscriptions", err)
+	}
+	return subs, nil
+}
+
+// subscriptions reads topic's subscriptions through q.
+func (d *Driver) subscriptions(ctx context.Context, q Querier, topic string) ([]backend.Subscription, error) {
+	rows, err := q.Query(ctx, d.q.subscriptions, topicMarkQueue+topic)
 	if err != nil {
 		return nil, err
 	}
-	subs := make([]string, 0, len(marks))
-	for _, m := range marks {
-		subs = append(subs, strings.TrimPrefix(m, topicSubMark))
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (backend.Subscription, error) {
+		var s backend.Subscription
+		err := row.Scan(&s.Queue, &s.Patterns)
+		return s, err
+	})
+}
+
+// kindRegexp returns a POSIX regular expression (PostgreSQL's advanced
+// flavour) that matches '.' || kind exactly when kind matches pattern
+// (backend.KindMatch): each word of the kind is read with the dot before
+// it, so "*" is one dotted word, "#" any number of them, and any other word
+// itself, every character but ASCII letters and digits escaped.
+func kindRegexp(pattern string) string {
+	var b strings.Builder
+	b.WriteByte('^')
+	for _, w := range strings.Split(pattern, ".") {
+		switch w {
+		case "#":
+			b.WriteString(`(\.[^.]*)*`)
+		case "*":
+			b.WriteString(`\.[^.]*`)
+		default:
+			b.WriteString(`\.`)
+			for _, r := range w {
+				if r < 0x80 && !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+					b.WriteByte('\\')
+				}
+				b.WriteRune(r)
+			}
+		}
 	}
-	sort.Strings(subs)
-	return subs, nil
+	b.WriteByte('$')
+	return b.String()
 }
 
 // TopicPublish appends msgs to topic's stream in one statement, which also
@@ -155,13 +198,19 @@ func (d *Driver) publish(ctx context.Context, q Querier, topic string, msgs []ba
 		if !validUUID(msgs[i].ID) {
 			return nil, backend.Invalidf("message id %q is not a UUID", msgs[i].ID)
 		}
+		if msgs[i].Priority != 0 {
+			// A topic's stream is one per topic, read by each subscription
+			// in its order: it has no levels.
+			return nil, fmt.Errorf("%w: postgres log mode: a topic's events have no level (Priority %d); publish at level 0, or enqueue into the subscriptions' queues",
+				backend.ErrUnsupported, msgs[i].Priority)
+		}
 		if msgs[i].DedupKey != "" {
 			keyed = append(keyed, msgs[i])
 		} else {
 			plain = append(plain, msgs[i])
 		}
 	}
-	var subs []string
+	var subs []string // the subscriptions that took a plain message
 	var a *enqueueArgs
 	if len(plain) > 0 {
 		var err error
@@ -176,7 +225,7 @@ func (d *Driver) publish(ctx context.Context, q Querier, topic string, msgs []ba
 		}
 	} else if len(plain) > 0 {
 		err := q.QueryRow(ctx, d.q.publish, "~t:"+topic, a.ids, a.kinds, a.bodies, a.headers, a.enqueuedAt, a.runAt,
-			a.delayMicros, a.maxAttempts, a.attempts, topicMarkQueue+topic).Scan(&subs)
+			a.delayMicros, a.maxAttempts, a.attempts, topicMarkQueue+topic, distinctKinds(a.kinds)).Scan(&subs)
 		if err != nil {
 			return nil, mapErr(ctx, "publish", err)
 		}
@@ -185,35 +234,42 @@ func (d *Driver) publish(ctx context.Context, q Querier, topic string, msgs []ba
 				return nil, mapErr(ctx, "publish", err)
 			}
 		}
-	} else {
-		rows, err := q.Query(ctx, d.q.markList, topicMarkQueue+topic, topicSubMark)
-		if err == nil {
-			subs, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		}
-		if err != nil {
-			return nil, mapErr(ctx, "publish", err)
-		}
-		for i := range subs {
-			subs[i] = strings.TrimPrefix(subs[i], topicSubMark)
-		}
 	}
+	if len(keyed) == 0 {
+		return subs, nil
+	}
+	all, err := d.subscriptions(ctx, q, topic)
+	if err != nil {
+		return nil, mapErr(ctx, "publish", err)
+	}
+	reached := map[string]bool{}
 	for _, sub := range subs {
-		if len(keyed) == 0 {
-			break
-		}
-		copies := make([]backend.Message, len(keyed))
+		reached[sub] = true
+	}
+	for _, sub := range all {
+		var copies []backend.Message
 		for i := range keyed {
-			copies[i] = keyed[i]
-			copies[i].ID = backend.CopyID(keyed[i].ID, sub)
+			if backend.KindMatchAny(sub.Patterns, keyed[i].Kind) {
+				c := keyed[i]
+				c.ID = backend.CopyID(keyed[i].ID, sub.Queue)
+				copies = append(copies, c)
+			}
+		}
+		if len(copies) == 0 {
+			continue
 		}
 		var err error
 		if inTx {
-			_, err = d.enqueue(ctx, q, sub, copies, notifyInTx)
+			_, err = d.enqueue(ctx, q, sub.Queue, copies, notifyInTx)
 		} else {
-			_, err = d.Enqueue(ctx, sub, copies)
+			_, err = d.Enqueue(ctx, sub.Queue, copies)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("subscription %s: %w", sub, err)
+			return nil, fmt.Errorf("subscription %s: %w", sub.Queue, err)
+		}
+		if !reached[sub.Queue] {
+			reached[sub.Queue] = true
+			subs = append(subs, sub.Queue)
 		}
 	}
 	return subs, nil
@@ -279,7 +335,8 @@ func (d *Driver) publishCopy(ctx context.Context, topic string, a *enqueueArgs) 
 			cancel()
 		}
 	}()
-	query := d.q.publishCopy[0] + quoteLiteral(topicMarkQueue+topic) + d.q.publishCopy[1]
+	query := d.q.publishCopy[0] + quoteLiteral(topicMarkQueue+topic) + d.q.publishCopy[1] +
+		quoteLiteral(kindsArray(a.kinds)) + d.q.publishCopy[2] + d.q.publishCopy[3]
 	out, err := (&pgproto3.Query{String: query}).Encode(nil)
 	if err != nil {
 		return nil, err
@@ -400,17 +457,22 @@ func quoteLiteral(s string) string {
 // topicStatements adds the log mode's topic statements to q.
 func topicStatements(q *statements, s string) {
 	r := strings.NewReplacer("{{s}}", s)
-	q.subscribe = r.Replace(`SELECT {{s}}.log_subscribe($1, $2)`)
+	q.subscribe = r.Replace(`SELECT {{s}}.log_subscribe($1, $2, $3, $4)`)
+	q.subscriptions = r.Replace(`SELECT substr(k.name, 5), k.kinds FROM {{s}}.log_marks k
+WHERE k.queue = $1 AND left(k.name, 4) = 'sub/' AND (k.until IS NULL OR k.until > now())
+ORDER BY k.name`)
 	q.unsubscribe = r.Replace(`SELECT {{s}}.log_unsubscribe($1, $2)`)
 	q.rewind = r.Replace(`SELECT {{s}}.log_topic_rewind($1, $2, $3)`)
 	q.lag = r.Replace(`SELECT topic, queue, unread, oldest FROM {{s}}.log_lag($1)`)
-	// One statement: read the subscriptions and, when there are any, append
-	// the batch to the topic's stream. A publish that starts after a
-	// subscribe committed sees it, and its rows commit after the
-	// subscription's cursor was taken, so the subscription reads them.
+	// One statement: read the subscriptions that take a kind of the batch
+	// and, when there are any, append the batch to the topic's stream. A
+	// publish that starts after a subscribe committed sees it, and its rows
+	// commit after the subscription's cursor was taken, so the subscription
+	// reads them.
 	q.publish = r.Replace(`WITH s AS (
 	SELECT COALESCE(array_agg(substr(k.name, 5) ORDER BY k.name), '{}') AS subs FROM {{s}}.log_marks k
 	WHERE k.queue = $11 AND left(k.name, 4) = 'sub/' AND (k.until IS NULL OR k.until > now())
+		AND (k.kinds_re IS NULL OR EXISTS (SELECT FROM unnest($12::text[]) AS u(kind) WHERE ('.' || u.kind) ~ k.kinds_re))
 ), i AS (
 	INSERT INTO {{s}}.log_messages
 		(gen, id, queue, kind, body, headers, enqueued_at, run_at, max_attempts, attempts)
@@ -427,13 +489,46 @@ SELECT subs FROM s`)
 	// mark queue as a literal: the first statement reads the subscriptions
 	// and sets the generation and whether to write for the COPY's defaults
 	// and its WHERE (schema version 15).
-	q.publishCopy = [2]string{r.Replace(`SELECT COALESCE(array_agg(substr(k.name, 5) ORDER BY k.name), '{}'),
+	q.publishCopy = [4]string{r.Replace(`SELECT COALESCE(array_agg(substr(k.name, 5) ORDER BY k.name), '{}'),
 	set_config('fila.log_gen', (SELECT cur FROM {{s}}.log_state)::text, true),
 	set_config('fila.log_write', (count(*) > 0)::text, true)
 FROM {{s}}.log_marks k
 WHERE left(k.name, 4) = 'sub/' AND (k.until IS NULL OR k.until > now()) AND k.queue = `),
+		` AND (k.kinds_re IS NULL OR EXISTS (SELECT FROM unnest(`,
+		`::text[]) AS u(kind) WHERE ('.' || u.kind) ~ k.kinds_re))`,
 		fmt.Sprintf("; COPY %s.log_messages (%s) FROM STDIN (FORMAT binary) WHERE current_setting('fila.log_write')::boolean",
 			s, quoteColumns(copyColumns))}
+}
+
+// distinctKinds returns kinds without repeats, in first-seen order: a
+// subscription's patterns are matched against each distinct kind of a
+// batch once.
+func distinctKinds(kinds []string) []string {
+	seen := make(map[string]bool, 1)
+	out := make([]string, 0, 1)
+	for _, k := range kinds {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// kindsArray returns the distinct kinds of kinds as the text of a
+// PostgreSQL text array, each element quoted, for the literal of a publish
+// by COPY.
+func kindsArray(kinds []string) string {
+	quote := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	var elems []string
+	for _, k := range distinctKinds(kinds) {
+		// A NUL cannot be in the query's text; the COPY refuses its row
+		// anyway (ErrInvalid), whatever the subscriptions take.
+		if strings.IndexByte(k, 0) < 0 {
+			elems = append(elems, `"`+quote.Replace(k)+`"`)
+		}
+	}
+	return "{" + strings.Join(elems, ",") + "}"
 }
 
 // quoteColumns returns cols as a list of quoted identifiers.
