@@ -21,6 +21,7 @@ const (
 	fDeadAtt    = "a"
 	fDeadReason = "r"
 	fDeadAt     = "z"
+	fLevel      = "l"
 )
 
 // encodePayload packs what the scripts never look into, so a stream entry
@@ -104,6 +105,9 @@ func appendFields(args []any, m *backend.Message) ([]any, int, error) {
 	if m.Attempts > 0 {
 		args = append(args, fAttempts, m.Attempts)
 	}
+	if m.Priority > 0 {
+		args = append(args, fLevel, level(m.Priority))
+	}
 	return args, len(args) - start, nil
 }
 
@@ -129,6 +133,8 @@ func entryMessage(v any) (m backend.Message, prior int, lastErr string, err erro
 			prior = int(toInt(val))
 		case fLastError:
 			lastErr = val
+		case fLevel:
+			m.Priority = parseLevel(val)
 		}
 	}
 	return m, prior, lastErr, decodePayload(payload, &m)
@@ -183,8 +189,37 @@ func str(v any) string {
 
 // messageFrom decodes a stream entry's fields into a message.
 func messageFrom(f map[string]string) (backend.Message, error) {
-	m := backend.Message{ID: f[fID], DedupKey: f[fDedup]}
+	m := backend.Message{ID: f[fID], DedupKey: f[fDedup], Priority: parseLevel(f[fLevel])}
 	return m, decodePayload(f[fPayload], &m)
+}
+
+// level is p within 0..backend.MaxPriority.
+func level(p int) int { return min(max(p, 0), backend.MaxPriority) }
+
+// parseLevel decodes an entry's level field; like the scripts' flevel, it
+// takes a value outside 1..backend.MaxPriority for 0.
+func parseLevel(s string) int {
+	if n := int(toInt(s)); n >= 1 && n <= backend.MaxPriority {
+		return n
+	}
+	return 0
+}
+
+// A stream id in a receipt names the stream too: "<ms>-<seq>" is an entry
+// of the level 0 stream, "<level>:<ms>-<seq>" one of a level's stream
+// (lua/prelude.lua's qsid), "d…" an early delivery (isPseudoID).
+
+// splitSID returns the level and the stream id of a receipt's stream id;
+// ok is false for a level out of 1..backend.MaxPriority.
+func splitSID(q string) (lvl int, sid string, ok bool) {
+	l, sid, found := strings.Cut(q, ":")
+	if !found || isPseudoID(q) {
+		return 0, q, true
+	}
+	if len(l) != 1 || l[0] < '1' || l[0] > '0'+backend.MaxPriority {
+		return 0, q, false
+	}
+	return int(l[0] - '0'), sid, true
 }
 
 // makeReceipt joins a stream id and a lease token; parseReceipt splits them.
@@ -192,7 +227,8 @@ func makeReceipt(sid, token string) string { return sid + "/" + token }
 
 func parseReceipt(r string) (sid, token string, ok bool) {
 	sid, token, ok = strings.Cut(r, "/")
-	return sid, token, ok && sid != "" && token != "" && !strings.ContainsRune(token, '\n')
+	_, _, lok := splitSID(sid)
+	return sid, token, ok && lok && sid != "" && token != "" && !strings.ContainsRune(token, '\n')
 }
 
 // isPseudoID reports whether sid is the pseudo stream id of an early

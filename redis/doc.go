@@ -142,7 +142,8 @@
 //   - A queue whose messages were all acked keeps an empty stream, and
 //     QueueList names it until QueueDelete.
 //   - Ordering: a single consumer without retries or delays gets FIFO
-//     order; retried and promoted messages go to the end of the stream.
+//     order within a level; retried and promoted messages go to the end of
+//     their level's stream.
 //   - XINFO CONSUMERS shows one consumer per Receive call with unsettled
 //     deliveries (and one per extended delivery): it grows with the work in
 //     flight, not with the clients.
@@ -152,7 +153,8 @@
 // # Topics
 //
 // A topic is one stream, its log: Publish appends each message once,
-// whatever the number of subscriptions (none: nothing is stored), with
+// whatever the number of subscriptions (none that takes it: nothing is
+// stored), with
 // fila_wait_replicas applying as to an enqueue. Each subscription queue
 // keeps a cursor on the log, and its Receives copy what lies past the
 // cursor into the queue as they need it (in the claim's own transaction,
@@ -178,17 +180,64 @@
 // two thirds of a plain queue's rate, and a receive that reads the log takes
 // one more round trip (BENCHMARKS.md, "Redis topics as one log").
 //
+// Kind patterns (fila.KindPattern) are kept in a hash beside the log
+// (queue -> its patterns) and in one of the subscription queue's (topic ->
+// its patterns, each with the log position from which it applies; none:
+// every kind). A publish appends only the messages some subscription's
+// patterns match, and counts the subscriptions that take one; a copy
+// passes over the events the queue's patterns do not take, its cursor
+// moving past them all the same, with a matcher in Lua that follows
+// fila.KindMatch. A pattern added to a subscription applies to what is
+// published after it was added, not to the older events it has not copied
+// yet. QueueStats of a subscription with patterns counts as Ready the
+// uncopied events they take among the first 1,000, and every one beyond.
+//
 // A Receive learns which topics its queue subscribes to with each claim, so
 // one blocked since before a subscription made by another client notices it
 // within fila_block. Messages with a dedup key, a delay or a run-at are
-// copied into each subscription when published, as plain enqueues (so a
-// publish that mixes them with others is not atomic across subscriptions).
-// Subscriptions are also written as the marks earlier Fila versions kept
-// (queue fila.topic.<topic>, mark sub/<queue>), so those versions keep
-// copying to them; a subscription such a version made is adopted the first
-// time this one touches its topic. Every step touches one hash slot, so
+// copied into each subscription whose patterns match them when published,
+// as plain enqueues (so a publish that mixes them with others is not atomic
+// across subscriptions). Subscriptions are also written as the marks the
+// portable layer, and earlier Fila versions, keep (queue
+// fila.topic.<topic>, mark sub/<queue>, or sub/<queue>/<pattern> per
+// pattern), so those versions keep copying to them; a subscription such a
+// version made is adopted, with its patterns, the first time this one
+// touches its topic. Every step touches one hash slot, so
 // topics work on Redis Cluster. TopicRewind is not supported (the log keeps
 // nothing that every subscription has read).
+//
+// # Priorities
+//
+// A message's level (fila.Message.Priority, 0 to fila.MaxPriority) picks
+// its stream: level 0 stays in the queue's stream, {<prefix>:<queue>}:stream
+// (so queues and data from before levels need no migration), and level l
+// has {<prefix>:<queue>}:stream:<l>, with a consumer group of the same
+// name, made when a message of that level arrives and deleted by the first
+// claim that finds it empty. The level is also a field of the entry ("l"),
+// so a retry, an expired lease, a due delayed message, a dead letter's
+// replay and a topic copy (the log keeps the field) go back to the stream
+// of their level, and deliveries and dead letters report it. A claim
+// (receive script) reads the levels from the highest down, each level's
+// expired leases then its new entries, until it has Max; receipts,
+// Extend's consumers and the dedup index name an entry of level l as
+// "l:<stream id>", as stream ids of two streams may be equal. Every level's
+// stream shares the queue's hash tag, so this works on Redis Cluster.
+//
+// What it costs a queue that never uses levels: none of their keys exist,
+// and a claim and each settle check them with one EXISTS of the three
+// (about 2 µs, 8%, more per receive script call in the project's
+// measurement; one more command per fast path batch). The fast path reads
+// level 0 only, so it serves a queue only while its last claim saw no
+// level stream; should its script find one (another client made it since),
+// it gives back what it read (the group's last-delivered id set back,
+// attempts untouched) and the receive script claims instead. A blocked
+// Receive waits on the four streams with one XREAD. Queues with levels pay
+// the receive script for every claim, and a probe of each level in use.
+// Strict priority may starve the lower levels. A subscription copies its
+// topic's log in publish order, ahead of need (see Topics): a message of a
+// higher level still beyond that copy is not yet in the queue, so the
+// copies already there are handed out first. Driver versions from before
+// levels read level 0 only.
 //
 // # Recovery
 //
@@ -205,9 +254,9 @@
 // Redis has no transaction an application can share with the queue, since
 // MULTI cannot hold the enqueue script's reads. Dedup keys, dead-letter
 // management, stats (every column), atomic batches, moving queues, queue
-// listing and deletion, marks with listing and topics (a log per topic) are
-// all there; rewinding a subscription (conformance.FeatureTopicRewind) is
-// not.
+// listing and deletion, marks with listing, topics (a log per topic) and
+// priorities (a stream per level) are all there; rewinding a subscription
+// (conformance.FeatureTopicRewind) is not.
 //
 // # Errors
 //

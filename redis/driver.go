@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,8 +31,8 @@ const maxAckScript = 1000
 
 // Driver is the Redis driver. It implements backend.Driver and the optional
 // Deduper, DeadLetterer, StatsReader, Pinger, Namer, DelayedReceiver,
-// DeadImporter, QueueLister, QueueDeleter, Marker, MarkLister and Topics
-// interfaces. Use it through fila.Open("redis://…"), or build it with New
+// DeadImporter, QueueLister, QueueDeleter, Marker, MarkLister, Topics and
+// Prioritizer interfaces. Use it through fila.Open("redis://…"), or build it with New
 // over a go-redis client and wrap it with fila.New (see ExampleNew).
 type Driver struct {
 	c goredis.UniversalClient
@@ -47,8 +48,12 @@ type Driver struct {
 
 	mu   sync.Mutex
 	hint map[string]time.Time // per queue, when the earliest lease seen expires (see fastOK)
-	// watches holds, per stream key, the blocking read waiting Receives
-	// share (see watch).
+	// levels holds the queues whose last claim (or an enqueue of this
+	// driver) found streams of levels above 0: their claims take the
+	// receive script, which reads every level (see fastOK).
+	levels map[string]bool
+	// watches holds, per set of stream keys (joined by NUL), the blocking
+	// read waiting Receives share (see watch).
 	watches map[string]*streamWatch
 	closed  bool
 
@@ -82,7 +87,7 @@ func newDriver(ctx context.Context, client goredis.UniversalClient, o Options, p
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("fila/redis: random token base: %w", err)
 	}
-	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}, watches: map[string]*streamWatch{},
+	d := &Driver{c: client, o: o, tokBase: hex.EncodeToString(b), hint: map[string]time.Time{}, levels: map[string]bool{}, watches: map[string]*streamWatch{},
 		qtopics: map[string]*queueTopics{}, lagWarned: map[string]time.Time{}, lagChecked: map[string]time.Time{}}
 	registerLog(d)
 	if ping {
@@ -114,6 +119,10 @@ func (d *Driver) DriverName() string { return "redis" }
 
 // DedupKeys reports that dedup keys are enforced.
 func (d *Driver) DedupKeys() bool { return true }
+
+// Priorities reports that message levels are honoured
+// (backend.Prioritizer): a stream per level (see the package doc).
+func (d *Driver) Priorities() bool { return true }
 
 // Client returns the go-redis client the driver uses.
 func (d *Driver) Client() goredis.UniversalClient { return d.c }
@@ -235,14 +244,20 @@ func retryable(err error) bool {
 }
 
 // Enqueue stores msgs with one script call: the batch is stored whole (a
-// Redis script runs atomically). Messages due now go to the stream, delayed
-// ones to the delayed set. A batch without dedup keys, delays or run-at
-// times skips the script: its entries are plain XADDs in one MULTI/EXEC
-// transaction (atomic too). Such a batch may create the stream without its
-// consumer group; the first Receive creates the group from the stream's
-// start.
+// Redis script runs atomically). Messages due now go to the stream of their
+// level, delayed ones to the delayed set. A batch without dedup keys,
+// delays or run-at times skips the script: its entries are plain XADDs in
+// one MULTI/EXEC transaction (atomic too). Such a batch may create a stream
+// without its consumer group; the first Receive creates the group from the
+// stream's start.
 func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
 	k := d.keys(queue)
+	for i := range msgs {
+		if msgs[i].Priority > 0 {
+			d.setLevels(queue, true)
+			break
+		}
+	}
 	if plainBatch(msgs) && d.o.WaitReplicas == 0 {
 		return d.enqueuePlain(ctx, k, msgs)
 	}
@@ -254,7 +269,7 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 		if !m.RunAt.IsZero() {
 			runAt = unixCeilMS(m.RunAt)
 		}
-		args = append(args, m.ID, m.DedupKey, runAt, ceilMS(m.Delay), 0)
+		args = append(args, m.ID, m.DedupKey, runAt, ceilMS(m.Delay), level(m.Priority), 0)
 		at := len(args) - 1
 		var n int
 		var err error
@@ -292,7 +307,8 @@ func plainBatch(msgs []backend.Message) bool {
 	return true
 }
 
-// enqueuePlain appends msgs to the stream with XADDs in one transaction.
+// enqueuePlain appends msgs to the streams of their levels with XADDs in
+// one transaction.
 func (d *Driver) enqueuePlain(ctx context.Context, k keys, msgs []backend.Message) ([]backend.EnqueueResult, error) {
 	fields := make([][]any, len(msgs))
 	for i := range msgs {
@@ -303,8 +319,8 @@ func (d *Driver) enqueuePlain(ctx context.Context, k keys, msgs []backend.Messag
 		fields[i] = f
 	}
 	cmds, err := d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
-		for _, f := range fields {
-			pipe.XAdd(ctx, &goredis.XAddArgs{Stream: k.stream, Values: f})
+		for i, f := range fields {
+			pipe.XAdd(ctx, &goredis.XAddArgs{Stream: k.levelStream(msgs[i].Priority), Values: f})
 		}
 		return nil
 	})
@@ -399,7 +415,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			wait = res.next
 		}
 		d.topicIdle(ctx, queue)
-		if due, err = d.waitAny(ctx, append(d.topicWaits(queue), streamAt{k.stream, res.wake}), max(wait, time.Millisecond)); err != nil {
+		if due, err = d.waitAny(ctx, append(d.topicWaits(queue), streamAt{k.streams(), res.wake}), max(wait, time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}
@@ -430,16 +446,24 @@ func (d *Driver) claimScript(ctx context.Context, queue string, k keys, p backen
 	if err != nil {
 		return res, d.fail(ctx, err)
 	}
-	if len(v) < 4 || (len(v)-4)%3 != 0 {
+	if len(v) < 5 || (len(v)-5)%3 != 0 {
 		return res, fmt.Errorf("fila/redis: receive script returned %d values", len(v))
 	}
 	d.setHint(queue, toInt(v[0]), toInt(v[3]))
-	if len(v) > 4 {
+	d.setLevels(queue, toInt(v[4]) > 0)
+	if len(v) > 5 {
 		res.got = true
-		res.ds, err = d.deliveries(ctx, queue, tok, v[4:], msTime(toInt(v[1])), 3)
+		res.ds, err = d.deliveries(ctx, queue, tok, v[5:], msTime(toInt(v[1])), 3)
 		return res, err
 	}
-	res.wake, res.next = str(v[2]), -1
+	ws, _ := v[2].([]any)
+	if len(ws) != 1+backend.MaxPriority {
+		return res, fmt.Errorf("fila/redis: receive script returned %d wake ids", len(ws))
+	}
+	res.wake, res.next = make([]string, len(ws)), -1
+	for i, w := range ws {
+		res.wake[i] = str(w)
+	}
 	if next := toInt(v[3]); next >= 0 {
 		res.next = time.Duration(next-toInt(v[0])+1) * time.Millisecond
 	}
@@ -450,7 +474,8 @@ func (d *Driver) claimScript(ctx context.Context, queue string, k keys, p backen
 // (backend.AckReceiver): the ack script, then the claim Receive would make
 // first (the fast path's XREADGROUP and script, or the receive script).
 // Refs of other queues, or more than one ack script call's worth, are only
-// acked, and nothing is claimed.
+// acked, and nothing is claimed. When the fast path finds levels above 0 in
+// use, the receive script claims after it, in a round trip of its own.
 func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue string, p backend.ReceiveParams) ([]error, []backend.Delivery, error) {
 	errs, batches := ackBatches(refs)
 	if len(batches) > 1 || (len(batches) == 1 && batches[0].queue != queue) {
@@ -482,6 +507,11 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 	var res fastResult
 	if p.Max >= d.o.fastMin && d.fastOK(queue) {
 		res, err = d.claimFast(ctx, queue, k, p, tok, pre)
+		if err == nil && res.levels {
+			// The queue has levels in use: the fast path gave back what it
+			// read; claim them with the script, the ack already sent.
+			res, err = d.claimScript(ctx, queue, k, p, d.token(), nil)
+		}
 	} else {
 		res, err = d.claimScript(ctx, queue, k, p, tok, pre)
 	}
@@ -524,14 +554,18 @@ func (d *Driver) sweepMS() int64 {
 // driver waiting on one stream share a watch (see watch), so a series of
 // short waits does not pile up blocked reads.
 func (d *Driver) wait(ctx context.Context, stream, id string, wait time.Duration) (due bool, err error) {
-	return d.waitAny(ctx, []streamAt{{stream, id}}, wait)
+	return d.waitAny(ctx, []streamAt{oneStream(stream, id)}, wait)
 }
 
-// streamAt is a stream to watch for entries after id.
-type streamAt struct{ stream, id string }
+// streamAt is streams watched together, with one XREAD (a queue's streams,
+// one per level), each for entries after its id.
+type streamAt struct{ streams, ids []string }
 
-// waitAny is wait on several streams (a queue's and its topics' logs): it
-// ends when any of them has an entry after its id.
+// oneStream is a streamAt of one stream.
+func oneStream(stream, id string) streamAt { return streamAt{[]string{stream}, []string{id}} }
+
+// waitAny is wait on several streams (a queue's, one per level, and its
+// topics' logs): it ends when any of them has an entry after its id.
 func (d *Driver) waitAny(ctx context.Context, streams []streamAt, wait time.Duration) (due bool, err error) {
 	var timer <-chan time.Time
 	if wait < d.o.Block {
@@ -541,7 +575,7 @@ func (d *Driver) waitAny(ctx context.Context, streams []streamAt, wait time.Dura
 	}
 	ws := make([]*streamWatch, len(streams))
 	for i, s := range streams {
-		ws[i] = d.watch(ctx, s.stream, s.id)
+		ws[i] = d.watch(ctx, s)
 	}
 	done := ws[0].done
 	if len(ws) > 1 {
@@ -579,33 +613,41 @@ func (d *Driver) waitAny(ctx context.Context, streams []streamAt, wait time.Dura
 	}
 }
 
-// streamWatch is one blocking XREAD on a stream, shared by the Receives of a
-// driver that wait on that stream.
+// streamWatch is one blocking XREAD on a set of streams, shared by the
+// Receives of a driver that wait on those streams.
 type streamWatch struct {
-	id   string        // the XREAD's start id
+	ids  []string      // the XREAD's start ids
 	done chan struct{} // closed when the XREAD returned
 	err  error         // its error, set before done is closed
 }
 
-// watch returns a blocking XREAD on stream that wakes when an entry after id
-// arrives (or Options.Block passes): the one in flight when it started at id
-// or before (it may then wake for entries already there, which only makes
-// the caller claim again early), else a new one.
-func (d *Driver) watch(ctx context.Context, stream, id string) *streamWatch {
+// watch returns a blocking XREAD on at's streams that wakes when an entry
+// after its id arrives in one of them (or Options.Block passes): the one in
+// flight when it started at those ids or before (it may then wake for
+// entries already there, which only makes the caller claim again early),
+// else a new one.
+func (d *Driver) watch(ctx context.Context, at streamAt) *streamWatch {
+	key := strings.Join(at.streams, "\x00")
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if w := d.watches[stream]; w != nil && !sidLess(id, w.id) {
-		return w
+	if w := d.watches[key]; w != nil && len(w.ids) == len(at.ids) {
+		reuse := true
+		for i, id := range at.ids {
+			reuse = reuse && !sidLess(id, w.ids[i])
+		}
+		if reuse {
+			return w
+		}
 	}
-	w := &streamWatch{id: id, done: make(chan struct{})}
-	d.watches[stream] = w
+	w := &streamWatch{ids: at.ids, done: make(chan struct{})}
+	d.watches[key] = w
 	d.waits.Add(1)
 	go func() {
 		defer d.waits.Done()
-		w.err = d.c.XRead(context.WithoutCancel(ctx), &goredis.XReadArgs{Streams: []string{stream, id}, Count: 1, Block: d.o.Block}).Err()
+		w.err = d.c.XRead(context.WithoutCancel(ctx), &goredis.XReadArgs{Streams: append(slices.Clone(at.streams), at.ids...), Count: 1, Block: d.o.Block}).Err()
 		d.mu.Lock()
-		if d.watches[stream] == w {
-			delete(d.watches, stream)
+		if d.watches[key] == w {
+			delete(d.watches, key)
 		}
 		d.mu.Unlock()
 		close(w.done)
@@ -642,8 +684,9 @@ func (d *Driver) deliveries(ctx context.Context, queue, tok string, list []any, 
 
 // Ack settles refs with one script call per queue (per maxAckScript refs),
 // all in one pipeline (one round trip). Within a call, the refs are grouped
-// by lease token, each group with its lowest and highest stream id, so the
-// script checks a whole Receive batch with one XPENDING of its consumer.
+// by lease token and level, each group with its lowest and highest stream
+// id, so the script checks a whole Receive batch of one level's stream with
+// one XPENDING of its consumer.
 func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	errs, batches := ackBatches(refs)
 	if err := d.runAcks(ctx, batches, errs); err != nil {
@@ -661,31 +704,38 @@ type ackBatch struct {
 }
 
 // ackBatches groups refs into ack script calls: per queue, by lease token
-// within a call, at most maxAckScript refs a call. errs holds ErrLeaseLost
-// for the refs whose receipt is not one of this driver's.
+// and level within a call, at most maxAckScript refs a call. errs holds
+// ErrLeaseLost for the refs whose receipt is not one of this driver's.
 func ackBatches(refs []backend.Ref) (errs []error, batches []*ackBatch) {
 	errs = make([]error, len(refs))
+	type tokKey struct {
+		queue, tok string
+		level      int
+	}
 	type tokRefs struct {
-		tok  string
-		idx  []int
-		sids []string
+		tok   string
+		level int
+		idx   []int
+		sids  []string
 	}
 	var queues []string
 	groups := map[string][]*tokRefs{} // per queue, in order of first appearance
-	byTok := map[[2]string]*tokRefs{}
+	byTok := map[tokKey]*tokRefs{}
 	for i, r := range refs {
-		sid, tok, ok := parseReceipt(r.Receipt)
+		q, tok, ok := parseReceipt(r.Receipt)
 		if !ok {
 			errs[i] = backend.ErrLeaseLost
 			continue
 		}
-		g := byTok[[2]string{r.Queue, tok}]
+		lvl, sid, _ := splitSID(q)
+		key := tokKey{r.Queue, tok, lvl}
+		g := byTok[key]
 		if g == nil {
 			if groups[r.Queue] == nil {
 				queues = append(queues, r.Queue)
 			}
-			g = &tokRefs{tok: tok}
-			byTok[[2]string{r.Queue, tok}] = g
+			g = &tokRefs{tok: tok, level: lvl}
+			byTok[key] = g
 			groups[r.Queue] = append(groups[r.Queue], g)
 		}
 		g.idx = append(g.idx, i)
@@ -700,7 +750,7 @@ func ackBatches(refs []backend.Ref) (errs []error, batches []*ackBatch) {
 					batches = append(batches, b)
 				}
 				to := min(len(g.sids), from+maxAckScript-len(b.idx))
-				b.args = appendAckBlock(b.args, g.tok, g.sids[from:to])
+				b.args = appendAckBlock(b.args, g.tok, g.level, g.sids[from:to])
 				b.idx = append(b.idx, g.idx[from:to]...)
 				from = to
 			}
@@ -789,10 +839,11 @@ func (d *Driver) ackOutcome(ctx context.Context, cmd *goredis.Cmd, b *ackBatch, 
 	return nil
 }
 
-// appendAckBlock appends one lease token's block of the ack script's
-// arguments: token, lowest and highest stream id ("" when all are early
-// deliveries' pseudo ids), count, count of pseudo ids, ids.
-func appendAckBlock(args []any, tok string, sids []string) []any {
+// appendAckBlock appends the block of one lease token and level of the ack
+// script's arguments: token, level, lowest and highest stream id ("" when
+// all are early deliveries' pseudo ids), count, count of pseudo ids, ids
+// (stream ids of the level's stream, not qualified).
+func appendAckBlock(args []any, tok string, lvl int, sids []string) []any {
 	var lo, hi string
 	early := 0
 	for _, sid := range sids {
@@ -807,7 +858,7 @@ func appendAckBlock(args []any, tok string, sids []string) []any {
 			hi = sid
 		}
 	}
-	args = append(args, tok, lo, hi, len(sids), early)
+	args = append(args, tok, lvl, lo, hi, len(sids), early)
 	for _, sid := range sids {
 		args = append(args, sid)
 	}

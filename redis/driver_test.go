@@ -265,7 +265,7 @@ func TestKeysShareOneClusterSlot(t *testing.T) {
 	}
 	for _, q := range []string{"a", "orders.v2", "Q-1_x"} {
 		ks := redis.QueueKeys("fila", q)
-		if len(ks) != 13 {
+		if len(ks) != 16 {
 			t.Fatalf("%d keys", len(ks))
 		}
 		slot := keySlot(ks[0])
@@ -291,6 +291,8 @@ func TestKeysShareOneClusterSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	enqueue(t, c, q, fila.Message{Kind: "leased"})
+	receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
+	enqueue(t, c, q, fila.Message{Kind: "high", Priority: fila.MaxPriority})
 	receive(t, c, q, fila.ReceiveParams{Lease: time.Minute})
 	if _, err := c.Driver().(backend.Marker).MarkSet(ctx, q, "pause", time.Time{}, false); err != nil {
 		t.Fatal(err)

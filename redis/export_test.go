@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// QueueKeys exposes a queue's key names to the tests: the scripts' twelve,
+// QueueKeys exposes a queue's key names to the tests: the scripts' fifteen,
 // then the marks.
 func QueueKeys(prefix, queue string) []string { return queueKeys(prefix, queue).all() }
 
@@ -23,6 +23,9 @@ const (
 	KeyDeadIDs
 	KeyDedupIDs
 	KeyMoved
+	KeyStream1
+	KeyStream2
+	KeyStream3
 	KeyMarks
 )
 
@@ -59,3 +62,6 @@ func SetLagWarnAge(d time.Duration) (restore func()) {
 	lagWarnAge, lagCheckEvery = d, 0
 	return func() { lagWarnAge, lagCheckEvery = old, oldCheck }
 }
+
+// QueueTopicPatternsKey is the key of a queue's topic patterns hash.
+func QueueTopicPatternsKey(prefix, queue string) string { return queueKeys(prefix, queue).tpats }

@@ -36,6 +36,13 @@ import (
 // Receive uses it only while the earliest lease deadline the previous call
 // saw is in the future; otherwise it runs the receive script, which takes
 // over expired leases first.
+//
+// It reads level 0 only, so Receive uses it only while the queue's last
+// claim found no stream of a level above 0. Should the script find one (made
+// since by another client, or by the promotion it runs), it undoes the
+// XREADGROUP (acks what it read out of the pending list and sets the
+// group's last-delivered id back before it: those entries are new again,
+// their attempts untouched) and the caller claims with the receive script.
 
 // scriptReceivePost runs after the fast path's XREADGROUP:
 // lua/receive_post.lua.
@@ -48,10 +55,14 @@ type fastResult struct {
 	// be decoded).
 	got bool
 	// again: claim again at once. Otherwise, when ds is empty, wake and
-	// next are where and until when to wait.
+	// next are where and until when to wait: wake holds an id per level's
+	// stream (keys.streams).
 	again bool
-	wake  string
+	wake  []string
 	next  time.Duration // -1: no known due time
+	// levels: the fast path found levels above 0 in use and gave back what
+	// it read (again is set).
+	levels bool
 }
 
 // claimFast runs the fast receive transaction, after what pre (when not
@@ -59,7 +70,7 @@ type fastResult struct {
 func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.ReceiveParams, tok string, pre func(goredis.Pipeliner)) (res fastResult, err error) {
 	keys := k.list()
 	consumer := leaseConsumer(tok)
-	args := []any{group, consumer, ceilMS(p.Lease), defaultPromote, d.sweepMS(), d.o.OrphanIdle.Milliseconds()}
+	args := []any{group, consumer, ceilMS(p.Lease), defaultPromote, d.sweepMS(), d.o.OrphanIdle.Milliseconds(), p.Max}
 	var post *goredis.Cmd
 	var xr *goredis.Cmd
 	cmds, txErr := d.c.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
@@ -85,11 +96,17 @@ func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.
 		}
 		return res, d.fail(ctx, perr)
 	}
-	if len(pv) != 6 {
+	if len(pv) != 7 {
 		return res, fmt.Errorf("fila/redis: receive post script returned %d values", len(pv))
 	}
 	now, deadline := toInt(pv[0]), msTime(toInt(pv[1]))
 	d.setHint(queue, now, toInt(pv[2]))
+	if toInt(pv[6]) > 0 {
+		// levels in use: the script gave back what the XREADGROUP read
+		d.setLevels(queue, true)
+		res.again, res.levels = true, true
+		return res, nil
+	}
 	reply, xerr := xr.Result()
 	if xerr != nil && !errors.Is(xerr, goredis.Nil) {
 		if toInt(pv[5]) == 1 { // NOGROUP, and the script recreated the group
@@ -127,7 +144,7 @@ func (d *Driver) claimFast(ctx context.Context, queue string, k keys, p backend.
 		res.again = true
 		return res, nil
 	}
-	res.wake, res.next = str(pv[3]), -1
+	res.wake, res.next = []string{str(pv[3]), "0-0", "0-0", "0-0"}, -1
 	if nd := toInt(pv[4]); nd >= 0 {
 		res.next = time.Duration(nd-now+1) * time.Millisecond
 	}
@@ -152,10 +169,22 @@ func (d *Driver) setHint(queue string, serverNow, xmin int64) {
 	d.mu.Unlock()
 }
 
-// fastOK reports whether no lease of queue is known to have expired.
+// fastOK reports whether no lease of queue is known to have expired and
+// no level above 0 is known to be in use.
 func (d *Driver) fastOK(queue string) bool {
 	d.mu.Lock()
-	at := d.hint[queue]
+	at, lv := d.hint[queue], d.levels[queue]
 	d.mu.Unlock()
-	return time.Now().Before(at)
+	return !lv && time.Now().Before(at)
+}
+
+// setLevels records whether queue has levels above 0 in use.
+func (d *Driver) setLevels(queue string, in bool) {
+	d.mu.Lock()
+	if in {
+		d.levels[queue] = true
+	} else {
+		delete(d.levels, queue)
+	}
+	d.mu.Unlock()
 }

@@ -17,7 +17,7 @@ var (
 )
 
 // QueueList scans the keyspace (every master of a cluster) for the queues
-// under the driver's prefix that have a stream, delayed messages, early
+// under the driver's prefix that have a stream (of any level), delayed messages, early
 // leases, dead letters or subscriptions. A queue whose messages were all acked keeps its
 // empty stream, and its consumer group, so it stays listed until
 // QueueDelete.
@@ -38,7 +38,7 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 				continue // a key of a longer prefix ("<prefix>:…")
 			}
 			switch k[i+2:] {
-			case "stream", "delayed", "leases", "dead", "topics":
+			case "stream", "stream:1", "stream:2", "stream:3", "delayed", "leases", "dead", "topics":
 				mu.Lock()
 				seen[k[:i]] = true
 				mu.Unlock()
@@ -64,7 +64,7 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 }
 
 // QueueDelete deletes every key of the queue with one DEL (they share a
-// slot): its stream and consumer group, leases, delayed messages, dedup
+// slot): its streams (one per level in use) and consumer groups, leases, delayed messages, dedup
 // keys, dead letters and marks. Its subscriptions stay, their cursors moved
 // to the end of their topics' logs: it does not copy what was published
 // before. A delivery leased from it is then not pending
@@ -80,6 +80,7 @@ func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 	}
 	d.mu.Lock()
 	delete(d.hint, queue)
+	delete(d.levels, queue)
 	d.mu.Unlock()
 	return nil
 }

@@ -60,7 +60,7 @@ func script(files ...string) *goredis.Script {
 	return s
 }
 
-// The queue scripts. Each gets the twelve keys of one queue (keys.list);
+// The queue scripts. Each gets the fifteen keys of one queue (keys.list);
 // its file documents its ARGV and reply.
 var (
 	// scriptEnqueue stores a batch of messages: lua/enqueue.lua.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/fila-go/fila/backend"
 )
 
@@ -15,15 +17,20 @@ import (
 // undelivered entry's id time (its enqueue or promotion time), the first due
 // run-at and the first expired deadline. A subscription queue also counts
 // as ready the events of its topics' logs it has not copied yet (its lag),
-// the oldest of them in the oldest ready time.
+// the oldest of them in the oldest ready time (for a subscription with kind
+// patterns, only those they take: see topicLag).
 func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
 	k := d.keys(queue)
 	v, err := scriptStats.Run(ctx, d.c, k.list(), group).Slice()
 	if err != nil {
 		return backend.Stats{}, d.fail(ctx, err)
 	}
-	topics, err := d.c.HGetAll(ctx, k.topics).Result()
-	if err != nil {
+	var topics, pats *goredis.MapStringStringCmd
+	if _, err := d.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		topics = p.HGetAll(ctx, k.topics)
+		pats = p.HGetAll(ctx, k.tpats)
+		return nil
+	}); err != nil {
 		return backend.Stats{}, d.fail(ctx, err)
 	}
 	if len(v) != 6 {
@@ -33,8 +40,8 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 	if ms := toInt(v[4]); ms >= 0 {
 		s.OldestReadyAt = msTime(ms)
 	}
-	if len(topics) > 0 {
-		n, oldest, err := d.topicLag(ctx, topics)
+	if len(topics.Val()) > 0 {
+		n, oldest, err := d.topicLag(ctx, topics.Val(), pats.Val())
 		if err != nil {
 			return backend.Stats{}, err
 		}

@@ -27,6 +27,14 @@ import (
 // in the log, not once per subscription, until each subscription's
 // consumers ask for them.
 //
+// A subscription made with kind patterns keeps them on both sides: in the
+// topic's patterns hash (queue -> patterns), which a publish reads to count
+// the subscriptions a batch reaches and to append only the messages some
+// subscription takes, and in the queue's own (topic -> patterns, each with
+// the log id from which it applies), which the copy script reads to pass
+// over the events it does not take (lua/prelude.lua's kmatch is
+// backend.KindMatch). A subscription without patterns takes every kind.
+//
 // Every step touches one slot (a script never spans a topic and a queue),
 // so topics work on Redis Cluster too. Messages with a dedup key, a delay
 // or a run-at are still copied into each subscription at publish (the
@@ -37,6 +45,9 @@ var (
 	// scriptTopicSubscribe adds a subscription to a topic:
 	// lua/topic_subscribe.lua.
 	scriptTopicSubscribe = script("topic_prelude.lua", "topic_subscribe.lua")
+	// scriptTopicJoin records it on the queue's side:
+	// lua/topic_join.lua.
+	scriptTopicJoin = script("topic_join.lua")
 	// scriptTopicUnsubscribe ends one: lua/topic_unsubscribe.lua.
 	scriptTopicUnsubscribe = script("topic_prelude.lua", "topic_trim.lua", "topic_unsubscribe.lua")
 	// scriptTopicPublish appends to a topic's log: lua/topic_publish.lua.
@@ -55,9 +66,11 @@ var _ backend.Topics = (*Driver)(nil)
 
 // Fila versions before the topic log kept a topic's subscriptions as marks
 // of the portable layer: mark "sub/<queue>" of queue "fila.topic.<topic>"
-// (the root package's topicMarkQueue and topicSubMark). The driver still
-// writes them, so such versions keep copying to subscriptions made by this
-// one, and adopts those it finds (adoptLegacy).
+// (the root package's topicMarkQueue and topicSubMark), and since kind
+// patterns one mark "sub/<queue>/<pattern>" per pattern of a subscription
+// that has some (the root package's subMarkName). The driver still writes
+// them, so such versions keep copying to subscriptions made by this one,
+// and adopts those it finds (adoptLegacy).
 const (
 	legacyTopicQueue = "fila.topic."
 	legacySubMark    = "sub/"
@@ -92,13 +105,61 @@ var lagWarnAge = time.Minute
 type topicKeys struct {
 	log  string // stream: the events published, up to what every subscription copied
 	subs string // hash: queue -> cursor (a lower bound), "n:<queue>" -> entries-added when it subscribed
+	pats string // hash: queue -> its patterns, "<since> <pattern>" lines (none: every kind)
 }
 
-func (t topicKeys) list() []string { return []string{t.log, t.subs} }
+func (t topicKeys) list() []string { return []string{t.log, t.subs, t.pats} }
 
 func (d *Driver) topicKeys(topic string) topicKeys {
 	tag := "{" + d.o.Prefix + ":" + topic + "}"
-	return topicKeys{log: tag + ":topic-log", subs: tag + ":topic-subs"}
+	return topicKeys{log: tag + ":topic-log", subs: tag + ":topic-subs", pats: tag + ":topic-pats"}
+}
+
+// patLine is one line of a subscription's patterns as the scripts store
+// them (lua/prelude.lua's pat_lines): the pattern ("": every kind) and the
+// log id after which it applies.
+type patLine struct{ since, pattern string }
+
+// parsePatLines parses a subscription's pattern lines.
+func parsePatLines(s string) []patLine {
+	var out []patLine
+	for _, l := range strings.Split(s, "\n") {
+		if since, p, ok := strings.Cut(l, " "); ok {
+			out = append(out, patLine{since, p})
+		}
+	}
+	return out
+}
+
+// patterns returns the sorted patterns of lines, or nil when one takes
+// every kind.
+func patterns(lines []patLine) []string {
+	var ps []string
+	for _, l := range lines {
+		if l.pattern == "" {
+			return nil
+		}
+		if !slices.Contains(ps, l.pattern) {
+			ps = append(ps, l.pattern)
+		}
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// takes reports whether a subscription with pattern lines (none: every
+// kind) takes the event of log id lid and kind, as lua/topic_copy.lua
+// decides.
+func takes(lines []patLine, lid, kind string) bool {
+	if len(lines) == 0 {
+		return true
+	}
+	for _, l := range lines {
+		if sidLess(l.since, lid) && backend.KindMatch(l.pattern, kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // queueTopics is what a driver knows of one queue's subscriptions.
@@ -156,36 +217,51 @@ func (qt *queueTopics) setTopics(h map[string]string) (added bool) {
 	return added
 }
 
-// TopicSubscribe makes queue a subscription of topic: its cursor starts at
-// the log's end. The topic's side is written first, so a publish that
-// starts after this returns appends for it.
-func (d *Driver) TopicSubscribe(ctx context.Context, topic, queue string) error {
+// TopicSubscribe makes queue a subscription of topic, its cursor at the
+// log's end, or adds pattern to its subscription. The topic's side is
+// written first, so a publish that starts after this returns appends for
+// it; a pattern applies on the queue's side from the log's end at that
+// point, so it does not take the older events the queue has not copied yet.
+func (d *Driver) TopicSubscribe(ctx context.Context, topic, queue, pattern string) error {
 	if err := d.adoptLegacy(ctx, topic); err != nil {
 		return err
 	}
-	return d.subscribe(ctx, topic, queue)
+	return d.subscribe(ctx, topic, queue, pattern)
 }
 
-func (d *Driver) subscribe(ctx context.Context, topic, queue string) error {
-	v, err := runOnce(ctx, d.c, scriptTopicSubscribe, d.topicKeys(topic).list(), queue).StringSlice()
+func (d *Driver) subscribe(ctx context.Context, topic, queue, pattern string) error {
+	v, err := runOnce(ctx, d.c, scriptTopicSubscribe, d.topicKeys(topic).list(), queue, pattern).Slice()
 	if err != nil {
 		return d.fail(ctx, err)
 	}
-	if len(v) != 2 {
+	if len(v) != 5 {
 		return fmt.Errorf("fila/redis: topic subscribe script returned %d values", len(v))
 	}
 	k := d.keys(queue)
-	if _, err := d.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		p.HSetNX(ctx, k.topics, topic, v[0])
-		p.HSetNX(ctx, k.topics, "n:"+topic, v[1])
-		return nil
-	}); err != nil {
+	if err := runOnce(ctx, d.c, scriptTopicJoin, []string{k.topics, k.tpats}, topic, v[0], v[1], v[2], v[3], v[4]).Err(); err != nil {
 		return d.fail(ctx, err)
 	}
-	if _, err := d.MarkSet(ctx, legacyTopicQueue+topic, legacySubMark+queue, time.Time{}, false); err != nil {
+	if _, err := d.MarkSet(ctx, legacyTopicQueue+topic, legacySubMarkName(queue, pattern), time.Time{}, false); err != nil {
 		return err
 	}
 	return nil
+}
+
+// legacySubMarkName names the mark that keeps queue's subscription with
+// pattern ("": every kind), as the root package's subMarkName.
+func legacySubMarkName(queue, pattern string) string {
+	if pattern == "" {
+		return legacySubMark + queue
+	}
+	return legacySubMark + queue + "/" + pattern
+}
+
+// parseLegacySubMark returns the queue and the pattern of a subscription
+// mark, as the root package's parseSubMark. Queue names hold no '/'.
+func parseLegacySubMark(name string) (queue, pattern string) {
+	rest := strings.TrimPrefix(name, legacySubMark)
+	queue, pattern, _ = strings.Cut(rest, "/")
+	return queue, pattern
 }
 
 // TopicUnsubscribe ends the subscription on the topic's side (publishes
@@ -194,35 +270,58 @@ func (d *Driver) TopicUnsubscribe(ctx context.Context, topic, queue string) erro
 	if err := runOnce(ctx, d.c, scriptTopicUnsubscribe, d.topicKeys(topic).list(), queue).Err(); err != nil {
 		return d.fail(ctx, err)
 	}
-	if err := d.c.HDel(ctx, d.keys(queue).topics, topic, "n:"+topic).Err(); err != nil {
+	k := d.keys(queue)
+	if _, err := d.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.HDel(ctx, k.topics, topic, "n:"+topic)
+		p.HDel(ctx, k.tpats, topic)
+		return nil
+	}); err != nil {
 		return d.fail(ctx, err)
 	}
-	if err := d.MarkDelete(ctx, legacyTopicQueue+topic, legacySubMark+queue); err != nil {
+	// every mark of the subscription: one per pattern
+	marks, err := d.MarkList(ctx, legacyTopicQueue+topic, legacySubMark+queue)
+	if err != nil {
 		return err
+	}
+	for _, m := range marks {
+		if q, _ := parseLegacySubMark(m); q == queue {
+			if err := d.MarkDelete(ctx, legacyTopicQueue+topic, m); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
-// TopicSubscriptions lists the topic's subscriptions hash.
-func (d *Driver) TopicSubscriptions(ctx context.Context, topic string) ([]string, error) {
+// TopicSubscriptions lists the topic's subscriptions and patterns hashes.
+func (d *Driver) TopicSubscriptions(ctx context.Context, topic string) ([]backend.Subscription, error) {
 	if err := d.adoptLegacy(ctx, topic); err != nil {
 		return nil, err
 	}
 	return d.subscriptions(ctx, topic)
 }
 
-func (d *Driver) subscriptions(ctx context.Context, topic string) ([]string, error) {
-	fs, err := d.c.HKeys(ctx, d.topicKeys(topic).subs).Result()
-	if err != nil {
+func (d *Driver) subscriptions(ctx context.Context, topic string) ([]backend.Subscription, error) {
+	tk := d.topicKeys(topic)
+	var (
+		keys *goredis.StringSliceCmd
+		pats *goredis.MapStringStringCmd
+	)
+	if _, err := d.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		keys = p.HKeys(ctx, tk.subs)
+		pats = p.HGetAll(ctx, tk.pats)
+		return nil
+	}); err != nil {
 		return nil, d.fail(ctx, err)
 	}
-	subs := make([]string, 0, len(fs)/2)
-	for _, f := range fs {
+	ps := pats.Val()
+	subs := make([]backend.Subscription, 0, len(keys.Val())/2)
+	for _, f := range keys.Val() {
 		if !strings.HasPrefix(f, "n:") {
-			subs = append(subs, f)
+			subs = append(subs, backend.Subscription{Queue: f, Patterns: patterns(parsePatLines(ps[f]))})
 		}
 	}
-	slices.Sort(subs)
+	slices.SortFunc(subs, func(a, b backend.Subscription) int { return strings.Compare(a.Queue, b.Queue) })
 	return subs, nil
 }
 
@@ -241,14 +340,36 @@ func (d *Driver) adoptLegacy(ctx context.Context, topic string) error {
 		if err != nil {
 			return err
 		}
+		// queue -> its patterns; nil: every kind (a mark without one)
+		found := map[string][]string{}
+		var order []string
 		for _, m := range marks {
-			q := strings.TrimPrefix(m, legacySubMark)
-			if !slices.Contains(have, q) {
-				if err := d.subscribe(ctx, topic, q); err != nil {
+			q, p := parseLegacySubMark(m)
+			ps, seen := found[q]
+			if !seen {
+				order = append(order, q)
+			}
+			switch {
+			case p == "" || (seen && ps == nil):
+				found[q] = nil
+			default:
+				found[q] = append(ps, p)
+			}
+		}
+		for _, q := range order {
+			if slices.ContainsFunc(have, func(s backend.Subscription) bool { return s.Queue == q }) {
+				continue
+			}
+			ps := found[q]
+			if ps == nil {
+				ps = []string{""}
+			}
+			for _, p := range ps {
+				if err := d.subscribe(ctx, topic, q, p); err != nil {
 					return err
 				}
-				d.o.Logger.Info("fila/redis: adopted a subscription made by an earlier Fila version", slog.String("topic", topic), slog.String("queue", q))
 			}
+			d.o.Logger.Info("fila/redis: adopted a subscription made by an earlier Fila version", slog.String("topic", topic), slog.String("queue", q), slog.Any("patterns", found[q]))
 		}
 	}
 	d.adopted.Store(topic, true)
@@ -256,14 +377,16 @@ func (d *Driver) adoptLegacy(ctx context.Context, topic string) error {
 }
 
 // TopicPublish appends the messages due now without a dedup key to the
-// topic's log in one script (nothing when the topic has no subscription),
-// and enqueues a copy of the others into each subscription.
+// topic's log in one script (those that some subscription's patterns
+// match; nothing when none does), and enqueues a copy of the others into
+// each subscription whose patterns match them. It returns how many
+// subscriptions take a message of the batch.
 func (d *Driver) TopicPublish(ctx context.Context, topic string, msgs []backend.Message) (int, error) {
 	if err := d.adoptLegacy(ctx, topic); err != nil {
 		return 0, err
 	}
 	var special []backend.Message
-	args := []any{0, 0}
+	args := []any{0, 0, 0}
 	plain := 0
 	for i := range msgs {
 		m := &msgs[i]
@@ -282,37 +405,53 @@ func (d *Driver) TopicPublish(ctx context.Context, topic string, msgs []backend.
 		plain++
 	}
 	subs := 0
+	// the subscriptions the log's part reached, when the special messages
+	// need them to count the union
+	reached := map[string]bool{}
 	if plain > 0 {
 		if d.lagCheckDue(topic) {
 			args[0] = 1
 		}
-		args[1] = plain
+		if len(special) > 0 {
+			args[1] = 1
+		}
+		args[2] = plain
 		v, err := d.runDurable(ctx, scriptTopicPublish, d.topicKeys(topic).list(), args...).Slice()
 		if err != nil {
 			return 0, d.fail(ctx, err)
 		}
-		if len(v) != 2 {
+		if len(v) < 2 {
 			return 0, fmt.Errorf("fila/redis: topic publish script returned %d values", len(v))
 		}
 		subs = int(toInt(v[0]))
+		for _, q := range v[2:] {
+			reached[str(q)] = true
+		}
 		d.noteLag(ctx, topic, "", toInt(v[1]))
 	}
 	if len(special) > 0 {
-		qs, err := d.subscriptions(ctx, topic)
+		ss, err := d.subscriptions(ctx, topic)
 		if err != nil {
 			return 0, err
 		}
-		for _, q := range qs {
-			cp := make([]backend.Message, len(special))
+		for _, s := range ss {
+			var cp []backend.Message
 			for i := range special {
-				cp[i] = special[i]
-				cp[i].ID = backend.CopyID(special[i].ID, q)
+				if backend.KindMatchAny(s.Patterns, special[i].Kind) {
+					m := special[i]
+					m.ID = backend.CopyID(m.ID, s.Queue)
+					cp = append(cp, m)
+				}
 			}
-			if _, err := d.Enqueue(ctx, q, cp); err != nil {
-				return 0, fmt.Errorf("subscription %s: %w", q, err)
+			if len(cp) == 0 {
+				continue
 			}
+			if _, err := d.Enqueue(ctx, s.Queue, cp); err != nil {
+				return 0, fmt.Errorf("subscription %s: %w", s.Queue, err)
+			}
+			reached[s.Queue] = true
 		}
-		subs = max(subs, len(qs))
+		subs = max(subs, len(reached))
 	}
 	return subs, nil
 }
@@ -574,7 +713,7 @@ func (d *Driver) topicPull(ctx context.Context, queue string, k keys, want int) 
 	if n > 0 {
 		args[1] = n
 		tc.args = args
-		tc.keys = append(k.list(), k.topics)
+		tc.keys = append(k.list(), k.topics, k.tpats)
 	} else {
 		tc.release()
 	}
@@ -662,17 +801,24 @@ func (d *Driver) topicWaits(queue string) []streamAt {
 	}
 	out := make([]streamAt, 0, len(qt.cur))
 	for t, c := range qt.cur {
-		out = append(out, streamAt{stream: d.topicKeys(t).log, id: c})
+		out = append(out, oneStream(d.topicKeys(t).log, c))
 	}
 	return out
 }
 
+// lagScan bounds how many of a subscription's uncopied events its stats
+// read to tell those its patterns take from the others.
+const lagScan = 1000
+
 // topicLag returns, for queue's stats, how many events its topics' logs
 // hold that it has not copied and the id time of the oldest of them (Unix
-// ms, or -1).
-func (d *Driver) topicLag(ctx context.Context, h map[string]string) (n int64, oldest int64, err error) {
+// ms, or -1), from its topics hash h and its topic patterns hash pats. For
+// a subscription with patterns, it counts the events they take among the
+// first lagScan it has not copied, and every one beyond those.
+func (d *Driver) topicLag(ctx context.Context, h, pats map[string]string) (n int64, oldest int64, err error) {
 	type lag struct {
 		base  string
+		lines []patLine
 		info  *goredis.XInfoStreamCmd
 		first *goredis.XMessageSliceCmd
 	}
@@ -683,13 +829,24 @@ func (d *Driver) topicLag(ctx context.Context, h map[string]string) (n int64, ol
 				continue
 			}
 			tk := d.topicKeys(t)
-			ls = append(ls, lag{base: h["n:"+t], info: p.XInfoStream(ctx, tk.log), first: p.XRangeN(ctx, tk.log, "("+c, "+", 1)})
+			l := lag{base: h["n:"+t], lines: parsePatLines(pats[t]), info: p.XInfoStream(ctx, tk.log)}
+			count := int64(1)
+			if len(l.lines) > 0 {
+				count = lagScan
+			}
+			l.first = p.XRangeN(ctx, tk.log, "("+c, "+", count)
+			ls = append(ls, l)
 		}
 		return nil
 	})
 	oldest = -1
 	if err != nil && err != goredis.Nil && !strings.Contains(err.Error(), "no such key") {
 		return 0, -1, d.fail(ctx, err)
+	}
+	older := func(id string) {
+		if ms, _, ok := parseSID(id); ok && (oldest < 0 || int64(ms) < oldest) {
+			oldest = int64(ms)
+		}
 	}
 	for _, l := range ls {
 		info, err := l.info.Result()
@@ -698,13 +855,35 @@ func (d *Driver) topicLag(ctx context.Context, h map[string]string) (n int64, ol
 		}
 		var base int64
 		fmt.Sscan(l.base, &base)
-		if m := info.EntriesAdded - base; m > 0 {
+		m := max(info.EntriesAdded-base, 0)
+		es := l.first.Val()
+		if len(l.lines) == 0 {
 			n += m
-		}
-		if es := l.first.Val(); len(es) > 0 {
-			if ms, _, ok := parseSID(es[0].ID); ok && (oldest < 0 || int64(ms) < oldest) {
-				oldest = int64(ms)
+			if len(es) > 0 {
+				older(es[0].ID)
 			}
+			continue
+		}
+		first := ""
+		for _, e := range es {
+			p, _ := e.Values[fPayload].(string)
+			if takes(l.lines, e.ID, payloadKind(p)) {
+				n++
+				if first == "" {
+					first = e.ID
+				}
+			}
+		}
+		if len(es) == lagScan && m > lagScan {
+			// beyond the scan: every event, the oldest no older than the
+			// scan's last
+			n += m - lagScan
+			if first == "" {
+				first = es[len(es)-1].ID
+			}
+		}
+		if first != "" {
+			older(first)
 		}
 	}
 	return n, oldest, nil

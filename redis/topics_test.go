@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -174,7 +175,7 @@ func TestTopicLogStalledSubscription(t *testing.T) {
 		t.Errorf("topic log holds %d entries after the stalled queue was deleted and both read; want none", n)
 	}
 	subs, err := c.TopicSubscriptions(ctx, "feed")
-	if err != nil || !slices.Equal(subs, []string{"live", "stalled"}) {
+	if err != nil || !reflect.DeepEqual(subs, []fila.Subscription{{Queue: "live"}, {Queue: "stalled"}}) {
 		t.Errorf("TopicSubscriptions after QueueDelete = %v, %v; want both still subscribed", subs, err)
 	}
 }
@@ -250,7 +251,7 @@ func TestTopicLogAdoptsLegacySubscriptions(t *testing.T) {
 		t.Errorf("legacy subscription received %v; want the copy of %s", got, id)
 	}
 	subs, err := c.TopicSubscriptions(ctx, "old")
-	if err != nil || !slices.Equal(subs, []string{"legacy"}) {
+	if err != nil || !reflect.DeepEqual(subs, []fila.Subscription{{Queue: "legacy"}}) {
 		t.Errorf("TopicSubscriptions = %v, %v; want [legacy]", subs, err)
 	}
 	if err := c.TopicSubscribe(ctx, "old", "fresh"); err != nil {
@@ -305,5 +306,200 @@ func TestTopicLogLagNotFalse(t *testing.T) {
 	}
 	if n := e.raw.XLen(ctx, redis.TopicLogKey(e.prefix, "quiet")).Val(); n != 1 {
 		t.Errorf("topic log holds %d entries; want 1 (the old ones trimmed by the check)", n)
+	}
+}
+
+// receiveKinds receives from queue until it has want messages (acking
+// them), checks that nothing more comes, and returns their kinds, sorted.
+func receiveKinds(t *testing.T, c *fila.Client, queue string, want int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var kinds []string
+	for len(kinds) < want {
+		ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Max: want - len(kinds)})
+		if err != nil {
+			t.Fatalf("Receive(%s) after %d of %d: %v", queue, len(kinds), want, err)
+		}
+		for _, d := range ds {
+			kinds = append(kinds, d.Kind)
+			if err := d.Ack(ctx); err != nil {
+				t.Fatalf("Ack: %v", err)
+			}
+		}
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer rcancel()
+	if ds, err := c.Receive(rctx, queue, fila.ReceiveParams{Max: 10}); err == nil && len(ds) > 0 {
+		t.Errorf("Receive(%s) after its %d messages got %d more, the first of kind %q", queue, want, len(ds), ds[0].Kind)
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
+// TestTopicPatternsLog: the log holds only the messages some subscription
+// takes; a subscription with a pattern counts as ready only the uncopied
+// events it takes, passes over the others (its cursor moves past them, so
+// the log is trimmed) and receives only the first; a publish that mixes
+// messages copied at publish (dedup key, delay) with logged ones counts the
+// subscriptions either reached once.
+func TestTopicPatternsLog(t *testing.T) {
+	bothPaths(t, func(t *testing.T, e *env) {
+		ctx := testCtx(t)
+		c := e.client(t, redis.Options{})
+		sub := func(topic, q, p string) {
+			t.Helper()
+			if err := c.TopicSubscribe(ctx, topic, q, fila.KindPattern(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pub := func(topic string, want int, msgs ...fila.Message) {
+			t.Helper()
+			res, err := c.PublishBatch(ctx, topic, msgs)
+			if err != nil || res.Subscriptions != want {
+				t.Fatalf("PublishBatch(%s) = %+v, %v; want %d subscriptions", topic, res, err, want)
+			}
+		}
+		sub("mix", "every", "")
+		sub("mix", "pa", "a.*")
+		pub("mix", 2, fila.Message{Kind: "b.x"}, fila.Message{Kind: "a.x"}, fila.Message{Kind: "b.y"}, fila.Message{Kind: "a.y"}, fila.Message{Kind: "b.z"})
+		log := redis.TopicLogKey(e.prefix, "mix")
+		if n := e.raw.XLen(ctx, log).Val(); n != 5 {
+			t.Errorf("topic log holds %d entries; want 5", n)
+		}
+		if st, err := c.QueueStats(ctx, "pa"); err != nil || st.Ready != 2 || st.OldestReadyAt.IsZero() {
+			t.Errorf("QueueStats(pa) = %+v, %v; want the 2 events it takes ready", st, err)
+		}
+		if got := receiveKinds(t, c, "every", 5); len(got) != 5 {
+			t.Errorf("every received %v", got)
+		}
+		if got := receiveKinds(t, c, "pa", 2); !slices.Equal(got, []string{"a.x", "a.y"}) {
+			t.Errorf("pa received %v; want [a.x a.y]", got)
+		}
+		if st, err := c.QueueStats(ctx, "pa"); err != nil || st.Ready != 0 {
+			t.Errorf("QueueStats(pa) after receiving = %+v, %v; want nothing ready", st, err)
+		}
+		// Events pa passes over move its cursor too: the log empties.
+		pub("mix", 1, fila.Message{Kind: "b.w"})
+		receiveKinds(t, c, "every", 1)
+		receiveKinds(t, c, "pa", 0)
+		if n := e.raw.XLen(ctx, log).Val(); n != 0 {
+			t.Errorf("topic log holds %d entries after both subscriptions read it; want it trimmed to none", n)
+		}
+
+		// Nothing is stored when no subscription takes the message.
+		sub("only", "pa", "a.*")
+		pub("only", 0, fila.Message{Kind: "b.x"})
+		if n := e.raw.XLen(ctx, redis.TopicLogKey(e.prefix, "only")).Val(); n != 0 {
+			t.Errorf("topic log holds %d entries after a publish no subscription takes; want none", n)
+		}
+
+		// Logged and copied-at-publish messages: each subscription counted once.
+		sub("both", "qa", "a.#")
+		sub("both", "qb", "b.#")
+		sub("both", "qc", "c.#")
+		pub("both", 2, fila.Message{Kind: "a.1"}, fila.Message{Kind: "b.1", DedupKey: "k-b1"})
+		pub("both", 1, fila.Message{Kind: "a.2"}, fila.Message{Kind: "a.3", Delay: 50 * time.Millisecond})
+		pub("both", 2, fila.Message{Kind: "a.4"}, fila.Message{Kind: "a.5", DedupKey: "k-a5"}, fila.Message{Kind: "b.2", Delay: time.Millisecond})
+		if got := receiveKinds(t, c, "qa", 5); !slices.Equal(got, []string{"a.1", "a.2", "a.3", "a.4", "a.5"}) {
+			t.Errorf("qa received %v", got)
+		}
+		if got := receiveKinds(t, c, "qb", 2); !slices.Equal(got, []string{"b.1", "b.2"}) {
+			t.Errorf("qb received %v", got)
+		}
+		receiveKinds(t, c, "qc", 0)
+	})
+}
+
+// TestTopicPatternAppliesFromSubscribe: a pattern added to a subscription
+// applies to what is published after it is added, not to the log's older
+// events the subscription has not copied yet; subscribing without a pattern
+// likewise, after which the queue's side forgets its patterns.
+func TestTopicPatternAppliesFromSubscribe(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	c := e.client(t, redis.Options{})
+	sub := func(q, p string) {
+		t.Helper()
+		if err := c.TopicSubscribe(ctx, "grow", q, fila.KindPattern(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := func(kinds ...string) {
+		t.Helper()
+		for _, k := range kinds {
+			if _, err := c.Publish(ctx, "grow", fila.Message{Kind: k}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sub("every", "")
+	sub("q", "a.*")
+	pub("a.old", "b.old")
+	sub("q", "b.*")
+	pub("b.new", "c.mid")
+	sub("q", "")
+	pub("c.new")
+	subs, err := c.TopicSubscriptions(ctx, "grow")
+	if want := []fila.Subscription{{Queue: "every"}, {Queue: "q"}}; err != nil || !reflect.DeepEqual(subs, want) {
+		t.Errorf("TopicSubscriptions = %v, %v; want %v", subs, err, want)
+	}
+	pats := redis.QueueTopicPatternsKey(e.prefix, "q")
+	if !e.raw.HExists(ctx, pats, "grow").Val() {
+		t.Errorf("q's side forgot its patterns before it copied the events they apply to")
+	}
+	if got := receiveKinds(t, c, "q", 3); !slices.Equal(got, []string{"a.old", "b.new", "c.new"}) {
+		t.Errorf("q received %v; want [a.old b.new c.new]", got)
+	}
+	if e.raw.HExists(ctx, pats, "grow").Val() {
+		t.Errorf("q's side keeps its patterns after copying past the point from which it takes every kind")
+	}
+	receiveKinds(t, c, "every", 5)
+}
+
+// TestTopicLogAdoptsLegacyPatterns: subscriptions kept as marks with
+// patterns ("sub/<queue>/<pattern>", the portable layer's) are adopted
+// with their patterns; a subscription with a mark without a pattern takes
+// every kind; this version writes such marks, and unsubscribing deletes
+// every mark of the queue.
+func TestTopicLogAdoptsLegacyPatterns(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	d := e.driver(t, redis.Options{})
+	for _, m := range []string{"sub/pat/a.*", "sub/pat/b.*", "sub/both/x", "sub/both"} {
+		if _, err := d.MarkSet(ctx, "fila.topic.old", m, time.Time{}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := fila.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	subs, err := c.TopicSubscriptions(ctx, "old")
+	want := []fila.Subscription{{Queue: "both"}, {Queue: "pat", Patterns: []string{"a.*", "b.*"}}}
+	if err != nil || !reflect.DeepEqual(subs, want) {
+		t.Errorf("TopicSubscriptions = %v, %v; want %v", subs, err, want)
+	}
+	for _, k := range []string{"a.1", "b.1", "c.1"} {
+		if _, err := c.Publish(ctx, "old", fila.Message{Kind: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := receiveKinds(t, c, "pat", 2); !slices.Equal(got, []string{"a.1", "b.1"}) {
+		t.Errorf("pat received %v; want [a.1 b.1]", got)
+	}
+	if got := receiveKinds(t, c, "both", 3); !slices.Equal(got, []string{"a.1", "b.1", "c.1"}) {
+		t.Errorf("both received %v; want every kind", got)
+	}
+	if err := c.TopicSubscribe(ctx, "old", "fresh", fila.KindPattern("z.#")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.TopicUnsubscribe(ctx, "old", "pat"); err != nil {
+		t.Fatal(err)
+	}
+	marks, err := d.MarkList(ctx, "fila.topic.old", "sub/")
+	if want := []string{"sub/both", "sub/both/x", "sub/fresh/z.#"}; err != nil || !slices.Equal(marks, want) {
+		t.Errorf("marks = %v, %v; want %v", marks, err, want)
 	}
 }

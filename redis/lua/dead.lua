@@ -1,9 +1,10 @@
 -- Dead: ends a delivery and moves its message to the dead letters.
 -- Run after the prelude.lua helpers it calls (link.go).
--- KEYS: the queue's twelve keys, named in prelude.lua.
+-- KEYS: the queue's fifteen keys, named in prelude.lua.
 --
--- ARGV: group, stream id, token, reason, cap (0 = unbounded), attempts to
--- record. Returns 1, or 0 when the lease is lost.
+-- ARGV: group, qualified stream id, token, reason, cap (0 = unbounded),
+-- attempts to record. Returns 1, or 0 when the lease is lost. The dead
+-- letter keeps the message's fields but n and e (its level among them).
 
 local g, sid, token, reason, cap, att = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local now = now_ms()

@@ -1,6 +1,6 @@
 -- Dead-letter import: stores dead letters from another broker (move.go).
 -- Run after the prelude.lua helpers it calls (link.go).
--- KEYS: the queue's twelve keys, named in prelude.lua.
+-- KEYS: the queue's fifteen keys, named in prelude.lua.
 --
 -- ARGV: cap (0 = unbounded), then per letter: number of fields, fields (the
 -- message id first). Letters whose message id has a dead letter already are

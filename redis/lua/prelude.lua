@@ -3,13 +3,28 @@
 -- helpers, each with the comment above it, and runs every script after the
 -- head and only the helpers it calls.
 --
--- Every script gets the twelve keys of one queue (keys.list) and runs on the
--- broker's clock. Stream entries carry the message as fields:
+-- Every script gets the fifteen keys of one queue (keys.list) and runs on
+-- the broker's clock. Stream entries carry the message as fields:
 --
 --   i message id   p payload (kind, enqueued-at, max attempts, headers, body;
 --     see encodePayload; its first byte is the kind's length, then the kind)
 --   u dedup key (optional)   n deliveries before this entry (optional)
---   e last error (optional)
+--   e last error (optional)   l level, 1 to 3 (optional: 0)
+--
+-- Levels (priorities): the messages of level 0 live in the stream KS, those
+-- of level l in KS<l> (KEYS[13..15]), a stream with its consumer group like
+-- KS, made when a message of that level is added and deleted by a claim
+-- that finds it empty (levels), so a queue without levels has only KS and a
+-- claim of it probes the three others with one EXISTS. A message's fields
+-- name its level, so wherever it goes again (retry, expired lease,
+-- promotion, replay, topic copy) xadd puts it in its level's stream. A claim
+-- takes the levels from the highest down (expired leases of a level, then
+-- its new entries), level 0 last. Stream ids of different streams may be
+-- equal, so where the scripts name an entry apart from its stream (receipts,
+-- the dedup index, Extend's consumers) they use its qualified id (qsid):
+-- "<sid>" at level 0, "<l>:<sid>" above. Lease consumers, deadlines and the
+-- moved set are shared: one Receive's consumer "l<token>" may hold entries
+-- of several levels' streams.
 --
 -- Leases are per Receive call, not per message. Each call draws a token and
 -- reads (XREADGROUP) or takes over (XCLAIM) its entries as the consumer
@@ -40,6 +55,10 @@
 -- deleted behind the driver's back.
 
 local KS, KL, KX, KD, KP, KK, KDEAD, KDK, KW, KDI, KU, KT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local KS1, KS2, KS3 = KEYS[13], KEYS[14], KEYS[15]
+
+-- ENSURED holds the streams ensure made sure of in this run of the script.
+local ENSURED = {}
 
 -- PAD is a permanent member of the leases hash and of the deadline and
 -- delayed sorted sets (score +inf). Being longer than the listpack limits (64
@@ -96,27 +115,72 @@ local function rec_parse(r)
   return string.sub(r, 1, a - 1), tonumber(string.sub(r, a + 1, b - 1)), string.sub(r, b + 1, c - 1), string.sub(r, c + 1)
 end
 
--- ensure creates the stream and its consumer group when the stream is missing
--- (first use, or after a flush or a restart without persistence).
-local function ensure(g)
-  if redis.call('EXISTS', KS) == 0 then
-    redis.call('XGROUP', 'CREATE', KS, g, '0', 'MKSTREAM')
-  end
+-- lstream returns the stream of level l (KS for 0).
+local function lstream(l)
+  if l == 1 then return KS1 elseif l == 2 then return KS2 elseif l == 3 then return KS3 end
+  return KS
 end
 
--- ensure_group also recreates a group lost while its stream survived; from
--- the stream's start, so no entry is stranded.
-local function ensure_group(g)
-  local r = redis.pcall('XGROUP', 'CREATE', KS, g, '0', 'MKSTREAM')
+-- qsid returns the qualified id of entry sid of level l's stream.
+local function qsid(l, sid)
+  if l == 0 then return sid end
+  return l .. ':' .. sid
+end
+
+-- qsplit returns the level and the stream id of a qualified id.
+local function qsplit(q)
+  local c = string.find(q, ':', 1, true)
+  if not c then return 0, q end
+  local l = tonumber(string.sub(q, 1, c - 1))
+  if l ~= 1 and l ~= 2 and l ~= 3 then l = 0 end
+  return l, string.sub(q, c + 1)
+end
+
+-- levels returns the levels above 0 whose streams exist, highest first: one
+-- EXISTS when there are none.
+local function levels()
+  local out = {}
+  if redis.call('EXISTS', KS1, KS2, KS3) == 0 then return out end
+  for l = 3, 1, -1 do
+    if redis.call('EXISTS', lstream(l)) == 1 then out[#out + 1] = l end
+  end
+  return out
+end
+
+-- streams returns the stream of level 0 and those of the levels in use.
+local function streams()
+  local out = {KS}
+  for _, l in ipairs(levels()) do out[#out + 1] = lstream(l) end
+  return out
+end
+
+-- ensure creates stream s (KS when nil) and its consumer group when the
+-- stream is missing (first use, or after a flush or a restart without
+-- persistence).
+local function ensure(g, s)
+  s = s or KS
+  if ENSURED[s] then return end
+  if redis.call('EXISTS', s) == 0 then
+    redis.call('XGROUP', 'CREATE', s, g, '0', 'MKSTREAM')
+  end
+  ENSURED[s] = true
+end
+
+-- ensure_group also recreates a group lost while its stream (s, KS when
+-- nil) survived; from the stream's start, so no entry is stranded.
+local function ensure_group(g, s)
+  local r = redis.pcall('XGROUP', 'CREATE', s or KS, g, '0', 'MKSTREAM')
   if is_err(r) and not string.find(r.err, 'BUSYGROUP', 1, true) then
     return redis.error_reply(r.err)
   end
 end
 
--- last_delivered returns the group's last-delivered id, or nil.
-local function last_delivered(g)
-  if redis.call('EXISTS', KS) == 0 then return nil end
-  local gs = redis.pcall('XINFO', 'GROUPS', KS)
+-- last_delivered returns the last-delivered id of stream s's group (KS
+-- when nil), or nil.
+local function last_delivered(g, s)
+  s = s or KS
+  if redis.call('EXISTS', s) == 0 then return nil end
+  local gs = redis.pcall('XINFO', 'GROUPS', s)
   if is_err(gs) then return nil end
   for _, gi in ipairs(gs) do
     local m = tomap(gi)
@@ -131,13 +195,17 @@ local function free_dedup(dedup, mid)
   end
 end
 
--- xadd appends an entry with fields f to the stream, indexing its dedup key
--- by stream id.
-local function xadd(f)
-  local sid = redis.call('XADD', KS, '*', unpack(f))
+-- xadd appends an entry with fields f to the stream of its level (made
+-- with its group when missing), indexing its dedup key by qualified id.
+local function xadd(g, f)
+  local l = tonumber(fget(f, 'l') or '0')
+  if l ~= 1 and l ~= 2 and l ~= 3 then l = 0 end
+  local s = lstream(l)
+  ensure(g, s)
+  local sid = redis.call('XADD', s, '*', unpack(f))
   local dedup = fget(f, 'u')
   if dedup and dedup ~= '' then
-    redis.call('HSET', KU, sid, (fget(f, 'i') or '') .. '\n' .. dedup)
+    redis.call('HSET', KU, qsid(l, sid), (fget(f, 'i') or '') .. '\n' .. dedup)
   end
   return sid
 end
@@ -149,44 +217,53 @@ local function free_indexed_key(r)
   free_dedup(string.sub(r, nl + 1), string.sub(r, 1, nl - 1))
 end
 
--- unindex forgets the dedup index of stream entry sid, freeing its dedup key
--- when free is set (the message is done) and keeping it otherwise (the
--- message lives on in a new entry).
-local function unindex(sid, free)
-  local r = redis.call('HGET', KU, sid)
+-- unindex forgets the dedup index of the entry of qualified id q, freeing
+-- its dedup key when free is set (the message is done) and keeping it
+-- otherwise (the message lives on in a new entry).
+local function unindex(q, free)
+  local r = redis.call('HGET', KU, q)
   if not r then return end
-  redis.call('HDEL', KU, sid)
+  redis.call('HDEL', KU, q)
   if free then free_indexed_key(r) end
 end
 
 -- release deletes lease consumer c, with its deadline and its mark in the
--- moved set (unless the caller knows it has none), when it holds nothing.
+-- moved set (unless the caller knows it has none), when it holds nothing
+-- in any level's stream. Returns true when it did.
 local function release(g, c, unmoved)
-  local p = redis.pcall('XPENDING', KS, g, '-', '+', 1, c)
-  if is_err(p) or #p == 0 then
-    redis.pcall('XGROUP', 'DELCONSUMER', KS, g, c)
-    redis.call('ZREM', KX, c)
-    if not unmoved then redis.call('SREM', KT, c) end
+  local ss = streams()
+  for _, s in ipairs(ss) do
+    local p = redis.pcall('XPENDING', s, g, '-', '+', 1, c)
+    if not is_err(p) and #p > 0 then return false end
   end
+  for _, s in ipairs(ss) do redis.pcall('XGROUP', 'DELCONSUMER', s, g, c) end
+  redis.call('ZREM', KX, c)
+  if not unmoved then redis.call('SREM', KT, c) end
+  return true
 end
 
--- free_indexed frees the dedup keys indexed for the stream ids sids (acked
--- or dead: their messages are done).
-local function free_indexed(sids)
+-- free_indexed frees the dedup keys indexed for the entries of level l
+-- whose stream ids are sids (acked or dead: their messages are done).
+local function free_indexed(l, sids)
   if redis.call('EXISTS', KU) == 0 then return end
-  local us = redis.call('HMGET', KU, unpack(sids))
+  local qs = sids
+  if l > 0 then
+    qs = {}
+    for k, sid in ipairs(sids) do qs[k] = qsid(l, sid) end
+  end
+  local us = redis.call('HMGET', KU, unpack(qs))
   for k, r in ipairs(us) do
     if r then
       free_indexed_key(r)
-      redis.call('HDEL', KU, sids[k])
+      redis.call('HDEL', KU, qs[k])
     end
   end
 end
 
--- pel_of returns the consumer holding stream entry sid and its delivery
--- count, or nil when the entry is not pending.
-local function pel_of(g, sid)
-  local p = redis.pcall('XPENDING', KS, g, sid, sid, 1)
+-- pel_of returns the consumer holding entry sid of stream s (KS when nil)
+-- and its delivery count, or nil when the entry is not pending.
+local function pel_of(g, sid, s)
+  local p = redis.pcall('XPENDING', s or KS, g, sid, sid, 1)
   if is_err(p) or #p == 0 then return nil end
   return p[1][2], tonumber(p[1][4])
 end
@@ -199,10 +276,10 @@ local function live(n, now)
   return d and tonumber(d) > now
 end
 
--- owns reports whether consumer o is token tok's lease on entry sid and its
--- deadline has not passed.
-local function owns(o, tok, sid, now)
-  return (o == 'l' .. tok or o == 'l' .. tok .. ':' .. sid) and live(o, now)
+-- owns reports whether consumer o is token tok's lease on the entry of
+-- qualified id q and its deadline has not passed.
+local function owns(o, tok, q, now)
+  return (o == 'l' .. tok or o == 'l' .. tok .. ':' .. q) and live(o, now)
 end
 
 -- requeue returns the fields of entry f for a new entry, recording attempts
@@ -224,6 +301,57 @@ end
 -- pkind returns the kind stored at the start of a payload.
 local function pkind(p)
   return string.sub(p, 2, 1 + string.byte(p, 1))
+end
+
+-- kwords splits a kind or a kind pattern into its dot-separated words,
+-- empty ones included ("a..b": three words; "": one, empty).
+local function kwords(s)
+  local w, i = {}, 1
+  while true do
+    local j = string.find(s, '.', i, true)
+    if not j then
+      w[#w + 1] = string.sub(s, i)
+      return w
+    end
+    w[#w + 1] = string.sub(s, i, j - 1)
+    i = j + 1
+  end
+end
+
+-- kmatch reports whether the words k of a kind match the words p of a
+-- pattern, as backend.KindMatch does: "*" is one word, "#" zero or more,
+-- and after a mismatch the last "#" seen takes one more word.
+local function kmatch(p, k)
+  local pi, ki, star, mark = 1, 1, 0, 0
+  local np, nk = #p, #k
+  while ki <= nk do
+    if pi <= np and p[pi] == '#' then
+      star, mark = pi, ki
+      pi = pi + 1
+    elseif pi <= np and (p[pi] == '*' or p[pi] == k[ki]) then
+      pi, ki = pi + 1, ki + 1
+    elseif star > 0 then
+      mark = mark + 1
+      pi, ki = star + 1, mark
+    else
+      return false
+    end
+  end
+  while pi <= np and p[pi] == '#' do pi = pi + 1 end
+  return pi > np
+end
+
+-- pat_lines parses a subscription's patterns as the topic scripts store
+-- them, one "<since> <pattern>" line each (since: the log's last id when
+-- the pattern was added; an empty pattern: every kind), into a list of
+-- {since, pattern}.
+local function pat_lines(s)
+  local out = {}
+  for l in string.gmatch(s, '[^\n]+') do
+    local sp = string.find(l, ' ', 1, true)
+    out[#out + 1] = {string.sub(l, 1, sp - 1), string.sub(l, sp + 1)}
+  end
+  return out
 end
 
 local function dead_kind(kind, by)
@@ -300,8 +428,7 @@ local function unearly(g, sid, now)
   local nf = requeue(f, att, '')
   local runat = early_runat(sid)
   if runat <= now then
-    ensure(g)
-    xadd(nf)
+    xadd(g, nf)
     redis.call('HDEL', KP, mid)
   else
     redis.call('HSET', KP, mid, cmsgpack.pack(nf))
@@ -318,81 +445,130 @@ local function unearly_expired(g, now, scan)
 end
 
 -- promote moves up to plimit delayed messages whose run-at has come to the
--- stream. Returns how many moved.
+-- streams of their levels. Returns how many moved.
 local function promote(g, now, plimit)
   local due = redis.call('ZRANGEBYSCORE', KD, '-inf', now, 'LIMIT', 0, plimit)
-  if #due > 0 then
-    ensure(g)
-    for _, mid in ipairs(due) do
-      local pk = redis.call('HGET', KP, mid)
-      if pk then xadd(cmsgpack.unpack(pk)) end
-      redis.call('ZREM', KD, mid)
-      redis.call('HDEL', KP, mid)
-    end
+  for _, mid in ipairs(due) do
+    local pk = redis.call('HGET', KP, mid)
+    if pk then xadd(g, cmsgpack.unpack(pk)) end
+    redis.call('ZREM', KD, mid)
+    redis.call('HDEL', KP, mid)
   end
   return #due
 end
 
 -- sweep is the throttled sweep (at most every sweepEvery ms per queue, and at
 -- once after a takeover found a lease whose pending entries were lost). A
--- pass starts by giving consumers that hold entries but no deadline (a
--- foreign XREADGROUP, or a lease whose deadline was never recorded) an
--- expired deadline once they were idle orphanIdle ms, so the next takeover
--- hands their entries out, and by forgetting empty ones idle for an hour.
--- Then it walks the stream up to the group's last-delivered id when the pass
--- began, 100 entries a step: an entry there that is not pending lost its pending entry (a group
--- destroyed and recreated, a consumer deleted by hand) and is re-added as a
--- new entry, its lost delivery counted. A pass with more steps runs one per
--- Receive until it is done.
+-- pass goes over the stream of level 0, then those of the levels in use, a
+-- step on each per Receive, the state of each in KW ('c' and 'e' for level
+-- 0, 'c1' and 'e1' for level 1, …; 't' the next pass). On each stream it
+-- starts by giving consumers that hold entries but no deadline (a foreign
+-- XREADGROUP, or a lease whose deadline was never recorded) an expired
+-- deadline once they were idle orphanIdle ms, so the next takeover hands
+-- their entries out, and by forgetting empty ones idle for an hour. Then it
+-- walks the stream up to the group's last-delivered id when the pass began,
+-- 100 entries a step: an entry there that is not pending lost its pending
+-- entry (a group destroyed and recreated, a consumer deleted by hand) and is
+-- re-added as a new entry, its lost delivery counted. A pass with more steps
+-- runs one per Receive until it is done. Nothing runs while the queue has
+-- no level in use and its stream of level 0 no group yet (the claim makes
+-- it).
 local function sweep(g, now, sweepEvery, orphanIdle)
   if sweepEvery <= 0 or now < tonumber(redis.call('HGET', KW, 't') or '0') then return end
-  local last = last_delivered(g)
-  if not last then return end
-  -- a pass walks up to the last-delivered id of its start ('e'): later
-  -- reads would make it a moving target
-  local cur = redis.call('HGET', KW, 'c') or '0-0'
-  local stop = redis.call('HGET', KW, 'e') or last
-  if cur == '0-0' then
-    stop = last
-    redis.call('HSET', KW, 'e', stop)
-    local cs = redis.pcall('XINFO', 'CONSUMERS', KS, g)
-    if not is_err(cs) then
-      for _, ci in ipairs(cs) do
-        local m = tomap(ci)
-        if not redis.call('ZSCORE', KX, m['name']) then
-          if tonumber(m['pending']) > 0 then
-            if tonumber(m['idle']) >= orphanIdle then redis.call('ZADD', KX, 0, m['name']) end
-          elseif tonumber(m['idle']) > 3600000 then
-            redis.call('XGROUP', 'DELCONSUMER', KS, g, m['name'])
+  local done = true
+  local ls = levels()
+  table.insert(ls, 1, 0)
+  for _, l in ipairs(ls) do
+    local s = lstream(l)
+    local sfx = l == 0 and '' or tostring(l)
+    local last = last_delivered(g, s)
+    if not last and #ls == 1 then return end
+    if last then
+      -- a pass walks up to the last-delivered id of its start ('e'): later
+      -- reads would make it a moving target
+      local cur = redis.call('HGET', KW, 'c' .. sfx) or '0-0'
+      local stop = redis.call('HGET', KW, 'e' .. sfx) or last
+      if cur == '0-0' then
+        stop = last
+        redis.call('HSET', KW, 'e' .. sfx, stop)
+        local cs = redis.pcall('XINFO', 'CONSUMERS', s, g)
+        if not is_err(cs) then
+          for _, ci in ipairs(cs) do
+            local m = tomap(ci)
+            if not redis.call('ZSCORE', KX, m['name']) then
+              if tonumber(m['pending']) > 0 then
+                if tonumber(m['idle']) >= orphanIdle then redis.call('ZADD', KX, 0, m['name']) end
+              elseif tonumber(m['idle']) > 3600000 then
+                redis.call('XGROUP', 'DELCONSUMER', s, g, m['name'])
+              end
+            end
           end
         end
       end
-    end
-  end
-  local es = redis.call('XRANGE', KS, '(' .. cur, stop, 'COUNT', 100)
-  if #es > 0 then
-    local pend = {}
-    for _, p in ipairs(redis.call('XPENDING', KS, g, es[1][1], es[#es][1], #es)) do pend[p[1]] = true end
-    for _, e in ipairs(es) do
-      -- (pending entries deleted from the stream may crowd the range's
-      -- reply: check a missing one alone before re-adding it)
-      if not pend[e[1]] and not pel_of(g, e[1]) then
-        local n = tonumber(fget(e[2], 'n') or '0')
-        xadd(requeue(e[2], n + 1, ''))
-        redis.call('XDEL', KS, e[1])
-        unindex(e[1], false)
+      local es = redis.call('XRANGE', s, '(' .. cur, stop, 'COUNT', 100)
+      if #es > 0 then
+        local pend = {}
+        for _, p in ipairs(redis.call('XPENDING', s, g, es[1][1], es[#es][1], #es)) do pend[p[1]] = true end
+        for _, e in ipairs(es) do
+          -- (pending entries deleted from the stream may crowd the range's
+          -- reply: check a missing one alone before re-adding it)
+          if not pend[e[1]] and not pel_of(g, e[1], s) then
+            local n = tonumber(fget(e[2], 'n') or '0')
+            xadd(g, requeue(e[2], n + 1, ''))
+            redis.call('XDEL', s, e[1])
+            unindex(qsid(l, e[1]), false)
+          end
+        end
+      end
+      if #es < 100 or es[#es][1] == stop then
+        redis.call('HSET', KW, 'c' .. sfx, '0-0')
+      else
+        redis.call('HSET', KW, 'c' .. sfx, es[#es][1])
+        done = false
       end
     end
   end
-  if #es < 100 or es[#es][1] == stop then
-    redis.call('HSET', KW, 'c', '0-0', 't', now + sweepEvery)
+  if done then
+    redis.call('HSET', KW, 't', now + sweepEvery)
   else
-    redis.call('HSET', KW, 'c', es[#es][1], 't', now)
+    redis.call('HSET', KW, 't', now)
   end
 end
 
--- takeover hands consumer c up to want entries of leases whose deadline has
--- passed, calling give(stream id, fields, attempt) for each; expired early
+-- claim_from hands consumer c up to want entries that consumer m holds in
+-- the stream of level l, calling give(qualified id, fields, attempt) for
+-- each. Entries deleted behind the driver's back are dropped from the
+-- pending list and their dedup keys freed. Returns how many it gave, or
+-- nil when m holds nothing there.
+local function claim_from(g, c, l, m, want, give)
+  local s = lstream(l)
+  local p = redis.pcall('XPENDING', s, g, '-', '+', want, m)
+  if is_err(p) or #p == 0 then return nil end
+  local ids, cnt = {}, {}
+  for i, e in ipairs(p) do ids[i] = e[1]; cnt[e[1]] = tonumber(e[4]) end
+  local seen = {}
+  local got = 0
+  for _, e in ipairs(redis.call('XCLAIM', s, g, c, 0, unpack(ids))) do
+    if type(e) == 'table' and e[2] then
+      seen[e[1]] = true
+      give(qsid(l, e[1]), e[2], tonumber(fget(e[2], 'n') or '0') + cnt[e[1]] + 1)
+      got = got + 1
+    end
+  end
+  redis.call('SADD', KT, m)
+  -- entries deleted behind the driver's back: XCLAIM dropped them from
+  -- the pending list; free their dedup keys
+  for _, sid in ipairs(ids) do
+    if not seen[sid] then
+      redis.pcall('XACK', s, g, sid)
+      unindex(qsid(l, sid), true)
+    end
+  end
+  return got
+end
+
+-- takeover hands consumer c up to want entries of level 0 of leases whose
+-- deadline has passed, calling give as claim_from does; expired early
 -- leases are put back instead. Returns how many it gave.
 local function takeover(g, c, now, want, give)
   local got = 0
@@ -401,51 +577,32 @@ local function takeover(g, c, now, want, give)
     if is_early(m) then
       unearly(g, m, now)
     else
-      local p = redis.pcall('XPENDING', KS, g, '-', '+', want - got, m)
-      if is_err(p) or #p == 0 then
+      local n = claim_from(g, c, 0, m, want - got, give)
+      if n then
+        got = got + n
+        release(g, m)
+      elseif release(g, m) then
         -- A lease is deleted when it holds nothing, so its pending entries
         -- were lost (group recreated, consumer deleted): sweep now.
-        redis.pcall('XGROUP', 'DELCONSUMER', KS, g, m)
-        redis.call('ZREM', KX, m)
         redis.call('HSET', KW, 't', 0)
-      else
-        local ids, cnt = {}, {}
-        for i, e in ipairs(p) do ids[i] = e[1]; cnt[e[1]] = tonumber(e[4]) end
-        local seen = {}
-        for _, e in ipairs(redis.call('XCLAIM', KS, g, c, 0, unpack(ids))) do
-          if type(e) == 'table' and e[2] then
-            seen[e[1]] = true
-            give(e[1], e[2], tonumber(fget(e[2], 'n') or '0') + cnt[e[1]] + 1)
-            got = got + 1
-          end
-        end
-        redis.call('SADD', KT, m)
-        -- entries deleted behind the driver's back: XCLAIM dropped them
-        -- from the pending list; free their dedup keys
-        for _, sid in ipairs(ids) do
-          if not seen[sid] then
-            redis.pcall('XACK', KS, g, sid)
-            unindex(sid, true)
-          end
-        end
-        release(g, m)
       end
     end
   end
   return got
 end
 
--- take checks that token tok holds the delivery sid (at now) and ends it. It returns
--- the message's fields, attempt, id and dedup key, or nil when the lease is
--- lost. The stream entry is deleted and its dedup index dropped (the key
--- itself stays held: the caller frees it or requeues the message). An early
--- delivery's fields are removed from the payloads hash.
-local function take(g, sid, tok, now)
-  if is_early(sid) then
-    local att, mid, dedup = early_lease(sid, tok, now)
+-- take checks that token tok holds the delivery of qualified id q (at now)
+-- and ends it. It returns the message's fields, attempt, id and dedup key,
+-- or nil when the lease is lost. The stream entry is deleted and its dedup
+-- index dropped (the key itself stays held: the caller frees it or
+-- requeues the message). An early delivery's fields are removed from the
+-- payloads hash.
+local function take(g, q, tok, now)
+  if is_early(q) then
+    local att, mid, dedup = early_lease(q, tok, now)
     if not att then return nil end
-    redis.call('HDEL', KL, sid)
-    redis.call('ZREM', KX, sid)
+    redis.call('HDEL', KL, q)
+    redis.call('ZREM', KX, q)
     local f = early_fields(mid)
     if not f then
       free_dedup(dedup, mid)
@@ -454,17 +611,19 @@ local function take(g, sid, tok, now)
     redis.call('HDEL', KP, mid)
     return f, att, mid, dedup
   end
-  local o, cnt = pel_of(g, sid)
-  if not o or not owns(o, tok, sid, now) then return nil end
-  local e = redis.call('XRANGE', KS, sid, sid)
-  redis.pcall('XACK', KS, g, sid)
+  local l, sid = qsplit(q)
+  local s = lstream(l)
+  local o, cnt = pel_of(g, sid, s)
+  if not o or not owns(o, tok, q, now) then return nil end
+  local e = redis.call('XRANGE', s, sid, sid)
+  redis.pcall('XACK', s, g, sid)
   release(g, o)
   if #e == 0 then
-    unindex(sid, true)
+    unindex(q, true)
     return nil
   end
-  redis.call('XDEL', KS, sid)
-  unindex(sid, false)
+  redis.call('XDEL', s, sid)
+  unindex(q, false)
   local f = e[1][2]
   return f, tonumber(fget(f, 'n') or '0') + cnt, fget(f, 'i') or '', fget(f, 'u') or ''
 end

@@ -1,6 +1,6 @@
 -- Purge: deletes dead letters. Run after the prelude.lua helpers it
 -- calls (link.go).
--- KEYS: the queue's twelve keys, named in prelude.lua.
+-- KEYS: the queue's fifteen keys, named in prelude.lua.
 --
 -- ARGV: "*" to purge everything, or dead-letter stream ids. Returns how many
 -- were deleted.

@@ -1,6 +1,6 @@
 -- ReceiveDelayed: leases delayed messages before their run-at (move.go).
 -- Run after the prelude.lua helpers it calls (link.go).
--- KEYS: the queue's twelve keys, named in prelude.lua.
+-- KEYS: the queue's fifteen keys, named in prelude.lua.
 --
 -- ARGV: group, max, lease (ms), token, early scan limit. Returns {now,
 -- deadline, then per delivery: pseudo stream id, attempt, fields, run-at}.

@@ -1,10 +1,10 @@
 -- Replay: moves dead letters back to the queue. Run after the
 -- prelude.lua helpers it calls (link.go).
--- KEYS: the queue's twelve keys, named in prelude.lua.
+-- KEYS: the queue's fifteen keys, named in prelude.lua.
 --
--- ARGV: group, then dead-letter stream ids. Moves each back to the stream as
--- a fresh message (no attempts, no last error, no dedup key). Returns how many
--- moved.
+-- ARGV: group, then dead-letter stream ids. Moves each back to the stream
+-- of its level as a fresh message (no attempts, no last error, no dedup
+-- key). Returns how many moved.
 
 local g = ARGV[1]
 local n = 0
@@ -21,8 +21,7 @@ for i = 2, #ARGV do
         f[#f + 1] = k; f[#f + 1] = src[j + 1]
       end
     end
-    ensure(g)
-    redis.call('XADD', KS, '*', unpack(f))
+    xadd(g, f)
     redis.call('XDEL', KDEAD, ARGV[i])
     dead_kind(kind, -1)
     dead_unindex(mid, ARGV[i])

@@ -1,13 +1,13 @@
 -- Stats: counts a queue. Run after the prelude.lua helpers it calls
 -- (link.go).
--- KEYS: the queue's twelve keys, named in prelude.lua.
+-- KEYS: the queue's fifteen keys, named in prelude.lua.
 --
 -- ARGV: group. Returns {ready, delayed, leased, dead, oldest ready (Unix ms
--- or -1), kinds (flat kind/count list)} on the broker's clock. Expired early
--- leases (among the first 1000 expired leases) are put back first, so they
--- count as delayed. Pending entries count as leased while their consumer's
--- deadline is ahead (or it has none: a foreign or orphaned read) and as ready
--- once it has passed.
+-- or -1), kinds (flat kind/count list)} on the broker's clock, every level's
+-- stream counted. Expired early leases (among the first 1000 expired leases)
+-- are put back first, so they count as delayed. Pending entries count as
+-- leased while their consumer's deadline is ahead (or it has none: a foreign
+-- or orphaned read) and as ready once it has passed.
 
 local g = ARGV[1]
 local now = now_ms()
@@ -16,37 +16,38 @@ local ready, oldest, leased, expired = 0, -1, 0, 0
 local function older(ms)
   if ms >= 0 and (oldest < 0 or ms < oldest) then oldest = ms end
 end
-if redis.call('EXISTS', KS) == 1 then
-  local xlen = redis.call('XLEN', KS)
-  local pending, last = 0, nil
-  local gs = redis.pcall('XINFO', 'GROUPS', KS)
-  if not is_err(gs) then
-    for _, gi in ipairs(gs) do
-      local m = tomap(gi)
-      if m['name'] == g then pending = tonumber(m['pending']); last = m['last-delivered-id'] end
+for _, s in ipairs(streams()) do
+  if redis.call('EXISTS', s) == 1 then
+    local xlen = redis.call('XLEN', s)
+    local pending, last = 0, nil
+    local gs = redis.pcall('XINFO', 'GROUPS', s)
+    if not is_err(gs) then
+      for _, gi in ipairs(gs) do
+        local m = tomap(gi)
+        if m['name'] == g then pending = tonumber(m['pending']); last = m['last-delivered-id'] end
+      end
     end
-  end
-  ready = xlen - pending
-  if ready < 0 then ready = 0 end
-  local first
-  if last then
-    first = redis.call('XRANGE', KS, '(' .. last, '+', 'COUNT', 1)
-  else
-    first = redis.call('XRANGE', KS, '-', '+', 'COUNT', 1)
-  end
-  if #first > 0 then
-    local id = first[1][1]
-    older(tonumber(string.sub(id, 1, string.find(id, '-', 1, true) - 1)))
-  end
-  if pending > 0 then
-    local s = redis.call('XPENDING', KS, g)
-    for _, ce in ipairs(s[4] or {}) do
-      local dl = redis.call('ZSCORE', KX, ce[1])
-      if dl and tonumber(dl) <= now then
-        expired = expired + tonumber(ce[2])
-        older(tonumber(dl))
-      else
-        leased = leased + tonumber(ce[2])
+    ready = ready + math.max(xlen - pending, 0)
+    local first
+    if last then
+      first = redis.call('XRANGE', s, '(' .. last, '+', 'COUNT', 1)
+    else
+      first = redis.call('XRANGE', s, '-', '+', 'COUNT', 1)
+    end
+    if #first > 0 then
+      local id = first[1][1]
+      older(tonumber(string.sub(id, 1, string.find(id, '-', 1, true) - 1)))
+    end
+    if pending > 0 then
+      local sum = redis.call('XPENDING', s, g)
+      for _, ce in ipairs(sum[4] or {}) do
+        local dl = redis.call('ZSCORE', KX, ce[1])
+        if dl and tonumber(dl) <= now then
+          expired = expired + tonumber(ce[2])
+          older(tonumber(dl))
+        else
+          leased = leased + tonumber(ce[2])
+        end
       end
     end
   end

@@ -1,7 +1,7 @@
 -- Topic advance: records how far a subscription has copied the log (never
 -- backwards, never for a subscription that ended) and trims the log to what
 -- the slowest one still needs. Run after topic_prelude.lua.
--- KEYS: the topic's log and subscriptions hash.
+-- KEYS: the topic's log, subscriptions hash and patterns hash.
 --
 -- ARGV: queue, cursor. Returns {slowest subscription or '', its cursor or
 -- '', id time (Unix ms) of the log's oldest entry or -1}.

@@ -8,6 +8,9 @@
 -- its subscriptions: queue -> the stream id up to which that queue has
 -- copied the log (a lower bound: the queue's own "topics" hash holds the
 -- exact one), and "n:<queue>" -> the log's entries-added count when the
--- queue subscribed. Queue names have no ':', so the two never meet.
+-- queue subscribed. Queue names have no ':', so the two never meet. A third
+-- hash holds the kind patterns of the subscriptions that have some: queue
+-- -> one "<since> <pattern>" line per pattern (pat_lines); a subscription
+-- without one takes every kind.
 
-local KLOG, KSUBS = KEYS[1], KEYS[2]
+local KLOG, KSUBS, KPATS = KEYS[1], KEYS[2], KEYS[3]
