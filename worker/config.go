@@ -28,6 +28,19 @@ type Config struct {
 	// its own concurrency limit and its own receive loop. It may be empty
 	// when Periodic is not: the worker then only enqueues periodic jobs.
 	Queues map[string]QueueConfig
+	// Concurrency, when above zero, is the most jobs running at once over
+	// all of Queues: the queues share that many slots, and while several
+	// have work each gets a share in proportion to its QueueConfig.Weight
+	// (a queue of weight 3 runs three jobs for each one of a queue of
+	// weight 1). A queue also stays within its own QueueConfig.Concurrency.
+	// Zero: each queue has its own slots and nothing is shared.
+	//
+	// Weights are the way out of starvation that strict priorities
+	// (fila.Message.Priority) risk: put urgent jobs in a queue of their own
+	// with a higher weight, and the others still run. A queue waiting for
+	// messages holds one slot while its receive waits, so give Concurrency
+	// at least one slot per queue more than the jobs you want running.
+	Concurrency int
 
 	// Periodic holds the schedules the worker runs: at each tick of a
 	// schedule one copy of its message is enqueued, once however many
@@ -106,6 +119,11 @@ type QueueConfig struct {
 	// it. A job's slot is freed when its handler returns; successes wait for
 	// their batched ack outside the limit (see the package documentation).
 	Concurrency int
+	// Weight is the queue's share of Config.Concurrency's slots against the
+	// other queues', while they all have work; default 1. Setting it
+	// without Config.Concurrency is an error: without shared slots there is
+	// nothing to share.
+	Weight int
 }
 
 // KindConfig overrides the worker's defaults for one kind of job. Zero
@@ -132,6 +150,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if len(cfg.Queues) == 0 && len(cfg.Periodic) == 0 {
 		return cfg, errors.New("worker: Config.Queues is empty; name at least one queue (or a periodic schedule)")
 	}
+	if cfg.Concurrency < 0 {
+		return cfg, fmt.Errorf("worker: concurrency %d is negative", cfg.Concurrency)
+	}
 	queues := make(map[string]QueueConfig, len(cfg.Queues))
 	for name, qc := range cfg.Queues {
 		if err := fila.ValidateQueueName(name); err != nil {
@@ -140,8 +161,20 @@ func (cfg Config) withDefaults() (Config, error) {
 		if qc.Concurrency < 0 {
 			return cfg, fmt.Errorf("worker: queue %q: concurrency %d is negative", name, qc.Concurrency)
 		}
+		if qc.Weight < 0 {
+			return cfg, fmt.Errorf("worker: queue %q: weight %d is negative", name, qc.Weight)
+		}
+		if qc.Weight > 0 && cfg.Concurrency == 0 {
+			return cfg, fmt.Errorf("worker: queue %q has a weight, but Config.Concurrency is zero: set it to share slots between the queues by weight", name)
+		}
+		if qc.Weight == 0 {
+			qc.Weight = 1
+		}
 		if qc.Concurrency == 0 {
 			qc.Concurrency = DefaultConcurrency
+			if cfg.Concurrency > 0 {
+				qc.Concurrency = cfg.Concurrency
+			}
 		}
 		queues[name] = qc
 	}

@@ -79,6 +79,28 @@
 // in flight are gathered into batches: one AckBatch settles all that
 // arrived while the previous one was on its way.
 //
+// # Shared slots and weights
+//
+// With Config.Concurrency the queues share that many slots, each within its
+// own QueueConfig.Concurrency, and while several have work a freed slot goes
+// to the queue holding the fewest for its QueueConfig.Weight: with weights 3
+// and 1 and both queues backlogged, three jobs of the first run for each
+// one of the second (asynq's weighted queues). A queue whose receive came
+// back short gives back the slots it was assigned and waits for messages
+// holding one. This is the way out of the starvation strict priorities
+// risk: a message's Priority orders one queue's ready messages, so a queue
+// whose higher levels never run dry never runs its lower ones; jobs that
+// must make progress whatever the load belong in a queue of their own,
+// with a weight.
+//
+//	w, err := worker.New(c, worker.Config{
+//		Concurrency: 20,
+//		Queues: map[string]worker.QueueConfig{
+//			"payments": {Weight: 3},
+//			"emails":   {Weight: 1},
+//		},
+//	})
+//
 // # Shutdown
 //
 // When Run's context ends the worker stops receiving, lets running jobs

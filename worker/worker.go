@@ -45,6 +45,8 @@ type Worker struct {
 
 	started atomic.Bool
 	active  atomic.Int64 // running jobs
+	// pool holds Config.Concurrency's shared slots; nil without it.
+	pool *pool
 }
 
 // New returns a Worker that receives from c with cfg. It checks cfg and fills
@@ -76,7 +78,12 @@ func New(c *fila.Client, cfg Config) (*Worker, error) {
 	if unknown == nil {
 		unknown = HandlerFunc(deadUnknown)
 	}
+	var shared *pool
+	if cfg.Concurrency > 0 {
+		shared = newPool(cfg.Concurrency, cfg.Queues)
+	}
 	return &Worker{
+		pool:     shared,
 		c:        c,
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -222,6 +229,22 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 	// While the loop is about to claim, the acker leaves the queued acks
 	// to it (see acker).
 	defer ak.setHandoff(false)
+	// short: the last receive returned fewer messages than it asked for.
+	short := false
+	defer func() {
+		if w.pool != nil {
+			w.pool.idle(queue)
+		}
+	}()
+	// free gives back n slots taken for a receive that did not fill them.
+	free := func(n int) {
+		for range n {
+			<-slots
+			if w.pool != nil {
+				w.pool.release(queue, 1)
+			}
+		}
+	}
 	for {
 		ak.setHandoff(true)
 		select {
@@ -229,7 +252,25 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 		case <-ctx.Done():
 			return nil
 		}
-		n := min(1+concurrency-len(slots), fila.MaxReceive)
+		// Then every free slot at once: a receive fills them all. Shared
+		// slots come from the pool, as many as were assigned to the queue
+		// (one after a receive that came back short).
+		n := 1
+		if w.pool != nil {
+			got, err := w.pool.acquire(ctx, queue, min(fila.MaxReceive, 1+concurrency-len(slots)), !short)
+			if err != nil {
+				<-slots
+				return nil
+			}
+			for ; n < got; n++ {
+				slots <- struct{}{} // never blocks: acquire gave no more than there is room for
+			}
+		} else {
+			for n < fila.MaxReceive && len(slots) < concurrency {
+				slots <- struct{}{} // never blocks: only this goroutine adds, and there is room
+				n++
+			}
+		}
 		p := fila.ReceiveParams{Max: n, Lease: w.cfg.Lease}
 		var (
 			ds  []*fila.Delivery
@@ -243,7 +284,7 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 			ds, err = w.c.Receive(ctx, queue, p)
 		}
 		if err != nil {
-			<-slots
+			free(n)
 			ak.setHandoff(false)
 			if ctx.Err() != nil {
 				return nil
@@ -262,23 +303,22 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 		}
 		retry = receiveRetryMin
 		outage.Up("fila worker: receiving works again", slog.String("queue", queue))
-		for range len(ds) - 1 {
-			slots <- struct{}{} // never blocks: Client.Receive returns no more than the Max we asked, the free slots
+		free(n - len(ds)) // Client.Receive returns no more than the Max we asked
+		if short = len(ds) < n; short && w.pool != nil {
+			w.pool.idle(queue)
 		}
 		if ctx.Err() != nil {
 			// Shutdown began while these were being received: give them
 			// back at once rather than start them.
 			w.release(queue, ds)
-			for range ds {
-				<-slots
-			}
+			free(len(ds))
 			return nil
 		}
 		for _, d := range ds {
 			jobs.Add(1)
 			w.active.Add(1)
 			go func() {
-				defer func() { <-slots; w.active.Add(-1); jobs.Done() }()
+				defer func() { free(1); w.active.Add(-1); jobs.Done() }()
 				w.runJob(jobBase, d, ak)
 			}()
 		}
