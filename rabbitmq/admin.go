@@ -14,20 +14,29 @@ import (
 // QueueStats counts queue's messages from passive declares (RabbitMQ's
 // message counts) and this instance's own bookkeeping:
 //
-//   - Ready: the main queue's ready count, plus the messages pushed to this
-//     instance and not received yet. Messages other instances hold in their
-//     buffers are counted by nobody (RabbitMQ sees them as unacked).
-//   - Delayed: the ready counts of the delay queues this instance has
-//     published to since it started; delay queues only other instances used
-//     are not seen (there is no way to list queues without the management
-//     plugin).
+//   - Ready: the ready counts of the main queue and of the level queues
+//     (see levels.go), plus the messages pushed to this instance and not
+//     received yet. Messages other instances hold in their buffers are
+//     counted by nobody (RabbitMQ sees them as unacked). ReadyByPriority
+//     splits it by level: a level's queue, and the pushed messages by the
+//     level they carry.
+//   - Delayed: the ready counts of the delay queues, of every level, this
+//     instance has published to since it started; delay queues only other
+//     instances used are not seen (there is no way to list queues without
+//     the management plugin).
 //   - Leased: this instance's current leases only.
 //   - Dead: the dead-letter queue's count.
 //
 // On a quiescent queue driven by one instance the counts are exact.
-// OldestReadyAt and DeadByKind are not provided.
+// OldestReadyAt and DeadByKind are not provided. The level queues of
+// levels this instance has not used are probed for (a passive declare
+// each) at most every levelProbeEvery.
 func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
 	n, s, err := d.queueSession(ctx, queue)
+	if err != nil {
+		return backend.Stats{}, err
+	}
+	mask, err := d.discoverLevels(ctx, queue, n)
 	if err != nil {
 		return backend.Stats{}, err
 	}
@@ -49,23 +58,29 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		// and after the count (see barrier) tell: when no delivery arrived
 		// between them, the buffer read after the first matches the count.
 		var seen uint64
-		var st backend.Stats
+		st := backend.Stats{ReadyByPriority: make([]int64, backend.MaxPriority+1)}
 		if cs != nil {
 			if seen, err = p.barrier(ctx, s, cs); err != nil {
 				return backend.Stats{}, err
 			}
 			p.countOwn(&st, cs)
 		}
-		var c int64
-		if c, err = s.count(ctx, n.main); err != nil {
-			return backend.Stats{}, err
+		for l := 0; l <= backend.MaxPriority; l++ {
+			if l > 0 && mask&(1<<l) == 0 {
+				continue
+			}
+			c, err := s.count(ctx, n.level(l))
+			if err != nil {
+				return backend.Stats{}, err
+			}
+			st.Ready += c
+			st.ReadyByPriority[l] += c
 		}
-		st.Ready += c
 		if st.Dead, err = s.count(ctx, n.dead); err != nil {
 			return backend.Stats{}, err
 		}
-		for _, ms := range d.buckets(queue) {
-			c, err := s.count(ctx, n.delay(ms))
+		for _, b := range d.buckets(queue) {
+			c, err := s.count(ctx, n.delayAt(b.level, b.ms))
 			if err != nil {
 				return backend.Stats{}, err
 			}
@@ -154,6 +169,9 @@ func (p *puller) countOwn(st *backend.Stats, cs *chanState) {
 			st.Leased++
 		case !e.busy:
 			st.Ready++
+			if st.ReadyByPriority != nil {
+				st.ReadyByPriority[levelOf(e.dv.Headers)]++
+			}
 		}
 	}
 }
@@ -412,21 +430,33 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 	return page, nil
 }
 
-// DeadReplay publishes the selected dead letters back to the main queue
-// (confirmed) as fresh messages, attempt count reset and last error
-// dropped, then acks them in the dead queue.
+// DeadReplay publishes the selected dead letters back to the main queue of
+// their level (confirmed) as fresh messages, attempt count reset and last
+// error dropped, then acks them in the dead queue.
 func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFilter) (int, error) {
-	return d.deadOp(ctx, queue, f, func(s *session, n names, sc *deadScan, sel []int) error {
+	var levels uint8
+	replayed, err := d.deadOp(ctx, queue, f, func(s *session, n names, sc *deadScan, sel []int) error {
 		items := make([]pubItem, len(sel))
 		for j, i := range sel {
 			pub := copyOf(&sc.msgs[i])
 			for _, k := range []string{hAttempts, hReason, hDeadAt, hRunAt, hLastError} {
 				delete(pub.Headers, k)
 			}
-			items[j] = pubItem{key: n.main, msg: pub, queue: queue}
+			l := levelOf(pub.Headers)
+			if l > 0 && levels&(1<<l) == 0 {
+				if err := s.declareLevel(ctx, queue, n, l); err != nil {
+					return err
+				}
+				levels |= 1 << l
+			}
+			items[j] = pubItem{key: n.level(l), msg: pub, queue: queue}
 		}
 		return s.publish(ctx, items)
 	})
+	if err == nil && levels != 0 {
+		d.levelBell(queue)
+	}
+	return replayed, err
 }
 
 // DeadPurge deletes the selected dead letters (all of them with the zero
@@ -486,10 +516,12 @@ func (d *Driver) deadOp(ctx context.Context, queue string, f backend.DeadFilter,
 
 // QueueDelete deletes queue's RabbitMQ topology with every message in it:
 // its delay queues (found by probing every possible delay queue name, see
-// ReceiveDelayed, so those other instances created go too), the marks
-// recorded in its mark registries and the registries (see marks.go), the
-// main queue, and the dead-letter queue and exchange. Deleting what does not exist is
-// not an error (queue.delete and exchange.delete of a missing name succeed).
+// ReceiveDelayed, so those other instances created go too; a level's only
+// where the level's queue exists), the marks recorded in its mark
+// registries and the registries (see marks.go), the main queue and the
+// level queues, the router exchanges (levels.go), and the dead-letter
+// queue and exchange. Deleting what does not exist is not an error
+// (queue.delete and exchange.delete of a missing name succeed).
 //
 // Then every driver instance of this process on the same broker, vhost and
 // prefix (this one included) forgets the queue: its declarations (the next
@@ -514,6 +546,13 @@ func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 	// queues go first: their messages dead-letter into the main queue,
 	// which must not be declared again meanwhile and catch them.
 	buckets := allBuckets()
+	// Every level queue is probed for, whoever made it (a passive declare
+	// each): a level without a queue has no delay queues either.
+	levels, err := s.existingLevels(ctx, n)
+	if err != nil {
+		return err
+	}
+	levels |= d.levelMask(queue)
 	// The queue's marks are found in its mark registries (see marks.go);
 	// the registries go after them, so a failure below leaves them to a
 	// retry.
@@ -522,9 +561,14 @@ func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 		return err
 	}
 	err = s.withCtl(ctx, func(ch *amqp.Channel) error {
-		for _, ms := range buckets {
-			if _, err := ch.QueueDelete(n.delay(ms), false, false, true); err != nil {
-				return err
+		for l := 0; l <= backend.MaxPriority; l++ {
+			if l > 0 && levels&(1<<l) == 0 {
+				continue
+			}
+			for _, ms := range buckets {
+				if _, err := ch.QueueDelete(n.delayAt(l, ms), false, false, true); err != nil {
+					return err
+				}
 			}
 		}
 		for _, mq := range marks {
@@ -533,12 +577,25 @@ func (d *Driver) QueueDelete(ctx context.Context, queue string) error {
 			}
 		}
 		// The first reply waited for comes after every delete above.
-		for _, name := range []string{n.main, n.dead, n.markRegistry(false), n.markRegistry(true)} {
+		names := []string{n.main, n.dead, n.markRegistry(false), n.markRegistry(true)}
+		for l := 1; l <= backend.MaxPriority; l++ {
+			if levels&(1<<l) != 0 {
+				names = append(names, n.level(l))
+			}
+		}
+		for _, name := range names {
 			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
 				return err
 			}
 		}
-		return ch.ExchangeDelete(n.dead, false, false)
+		// The router goes with a subscription's bindings to it, and its
+		// P.Q:sub:H exchanges (auto-delete) with them.
+		for _, ex := range []string{n.router(), n.routerAE(), n.dead} {
+			if err := ch.ExchangeDelete(ex, false, false); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	return mapErr(ctx, "delete queue", err)
 }

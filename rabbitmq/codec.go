@@ -23,6 +23,11 @@ const (
 	hReason    = "fila-reason"      // string: dead-letter reason
 	hDeadAt    = "fila-dead-at"     // int64: dead-letter time, Unix milliseconds
 	hDelCount  = "x-delivery-count" // set by quorum queues on redelivery
+	// hPriority (int64, 1 to backend.MaxPriority; absent at level 0) is the
+	// message's level. It goes with every copy the driver publishes (retries,
+	// hops, dead letters, replays), and P.Q:levels routes topic copies by
+	// it (see levels.go).
+	hPriority = "fila-pri"
 	// hTopic (string: the topic) marks a message published to a topic's
 	// fanout exchange: every subscription queue gets the same bytes, so the
 	// copy's own id is made when a delivery is read (see adopt). It starts
@@ -45,6 +50,9 @@ func encode(m *backend.Message) amqp.Publishing {
 	}
 	if m.Attempts > 0 { // carried over by a relay from another broker
 		h[hAttempts] = int64(m.Attempts)
+	}
+	if m.Priority > 0 {
+		h[hPriority] = int64(m.Priority)
 	}
 	return amqp.Publishing{
 		MessageId:    m.ID,
@@ -111,6 +119,7 @@ func decode(dv *amqp.Delivery) backend.Message {
 		Kind:        dv.Type,
 		Body:        bytes.Clone(dv.Body),
 		MaxAttempts: int(intHeader(dv.Headers, hMax)),
+		Priority:    levelOf(dv.Headers),
 	}
 	if ms := intHeader(dv.Headers, hEnqueued); ms != 0 {
 		m.EnqueuedAt = time.UnixMilli(ms)
@@ -129,6 +138,13 @@ func decode(dv *amqp.Delivery) backend.Message {
 		}
 	}
 	return m
+}
+
+// levelOf returns the level a message's headers carry, 0 without one;
+// a value outside 0..MaxPriority (not the driver's) counts as the nearest
+// level.
+func levelOf(h amqp.Table) int {
+	return int(min(max(intHeader(h, hPriority), 0), backend.MaxPriority))
 }
 
 func strHeader(h amqp.Table, k string) string {

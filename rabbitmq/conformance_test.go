@@ -36,9 +36,9 @@ func runConformance(t *testing.T, raw string) {
 			conformance.FeatureDeadByKind:       "counting dead letters by kind would need reading the whole dead queue",
 			conformance.FeatureQueueList:        "AMQP 0-9-1 has no way to list queues, and the driver does not use the management plugin",
 			conformance.FeatureMarkList:         "a mark is a queue, and AMQP 0-9-1 has no way to list queues (the driver does not use the management plugin)",
-			conformance.FeatureTopicList:        "a subscription is a binding to the topic's exchange, and AMQP 0-9-1 has no way to list bindings (the driver does not use the management plugin)",
+			conformance.FeatureTopicList:        "a subscription is bindings to the topic's exchanges, and AMQP 0-9-1 has no way to list bindings (the driver does not use the management plugin)",
 			conformance.FeatureTopicDelayCounts: "a delayed topic copy waits in the subscription's main queue, counted as ready, until the subscription's consumer moves it to its delay queue",
-			conformance.FeatureTopicQueueDelete: "a subscription is a binding of the queue, which RabbitMQ deletes with the queue: subscribe again after QueueDelete",
+			conformance.FeatureTopicQueueDelete: "a subscription is bindings of the queue, which RabbitMQ deletes with the queue: subscribe again after QueueDelete",
 		},
 		RedeliveryBound: 3 * time.Second,
 		WakeupBound:     time.Second,
@@ -136,10 +136,10 @@ func (d *tracked) MarkSet(ctx context.Context, queue, name string, until time.Ti
 	return d.Driver.MarkSet(ctx, queue, name, until, onlyNew)
 }
 
-func (d *tracked) TopicSubscribe(ctx context.Context, topic, queue string) error {
+func (d *tracked) TopicSubscribe(ctx context.Context, topic, queue, pattern string) error {
 	d.tr.note(queue)
 	d.tr.noteTopic(topic)
-	return d.Driver.TopicSubscribe(ctx, topic, queue)
+	return d.Driver.TopicSubscribe(ctx, topic, queue, pattern)
 }
 
 func (d *tracked) TopicPublish(ctx context.Context, topic string, msgs []backend.Message) (int, error) {

@@ -50,6 +50,17 @@ type puller struct {
 	parking       bool
 	closed        bool
 	starting      *startCall // the consumer start under way, nil when none
+	// levelHint changes when waiting Receive calls should look at the
+	// queue's levels at once (levelBell), and levelCheckAt is when one last
+	// did (see levels.go).
+	levelHint    uint64
+	levelCheckAt time.Time
+
+	// countCh is the channel of the level queues' passive declares
+	// (countLevel), on the connection countSess.
+	countMu   sync.Mutex
+	countCh   *amqp.Channel
+	countSess *session
 }
 
 // startCall is one run of ensure in the background, shared by every Receive
@@ -84,6 +95,9 @@ type chanState struct {
 	// gets stands for the messages ReceiveDelayed took with basic.get on
 	// ch (they count against no consumer's prefetch); non-nil once it did.
 	gets *consumer
+	// lgets stands likewise for the messages Receive took from level
+	// queues (see takeLevels).
+	lgets *consumer
 }
 
 type consumer struct {
@@ -137,6 +151,12 @@ func (d *Driver) Receive(ctx context.Context, queue string, rp backend.ReceivePa
 // when ctx ended at that moment (the portable layer gives it back). The
 // consumer start a call began goes on in the background after it returned
 // (ensureAsync).
+//
+// Levels (see levels.go): on a queue with levels above 0, the call first
+// takes what the level queues hold, highest first, and hands out level 0
+// only after it looked at them since it last waited. Waiting, it looks
+// again when this driver publishes to a level, when a level-0 message
+// arrives, and every levelPoll.
 func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]backend.Delivery, error) {
 	registered := false
 	defer func() {
@@ -159,9 +179,63 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			grace.Stop()
 		}
 	}()
+	p.d.maybeDiscover(p.queue, p.n)
+	checked := false // the levels were looked at since this call last waited
+	var hint uint64  // p.levelHint when they were
+	// afterWait decides, once a wait ended, whether the levels must be
+	// looked at again: a level-0 message waits to be handed out, this
+	// driver published to a level, or the last look is levelPoll old.
+	afterWait := func(mask uint8) {
+		if mask == 0 || !checked {
+			return
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		switch {
+		case p.cs != nil && len(p.cs.buf) > 0, p.levelHint != hint:
+			checked = false
+		case time.Since(p.levelCheckAt) >= levelPoll:
+			p.levelCheckAt = time.Now() // this call looks; the others need not
+			checked = false
+		}
+	}
+	var tick *time.Ticker // while waiting: level polls and probes
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		mask := p.d.levelMask(p.queue)
+		if mask != 0 && !checked {
+			p.mu.Lock()
+			hint = p.levelHint
+			p.mu.Unlock()
+			checked = true
+			out, more, err := p.takeLevels(ctx, mask, want, lease)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil, ctx.Err()
+			case errors.Is(err, backend.ErrClosed):
+				return nil, err
+			case err != nil:
+				// Level 0 is served meanwhile; the next poll looks again.
+				p.d.log.Debug("rabbitmq: taking messages from a level queue failed", slog.String("queue", p.queue), slog.Any("error", err))
+			case len(out) > 0:
+				p.mu.Lock()
+				if more {
+					p.levelHint++ // the other waiting calls take the rest
+					p.broadcastLocked()
+				}
+				if cs := p.cs; cs != nil && len(cs.buf) > 0 && len(out) < want {
+					out = append(out, p.takeLocked(cs, want-len(out), lease)...)
+				}
+				p.mu.Unlock()
+				return out, nil
+			}
 		}
 		p.mu.Lock()
 		if p.closed {
@@ -218,6 +292,7 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+			afterWait(mask)
 			continue
 		}
 		if need {
@@ -237,6 +312,7 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 			case err == nil:
 				p.outage.Up("rabbitmq: consumer started again", slog.String("queue", p.queue))
 				backoff = 50 * time.Millisecond
+				afterWait(mask)
 				continue
 			case ctx.Err() != nil:
 				return nil, ctx.Err()
@@ -252,13 +328,29 @@ func (p *puller) receive(ctx context.Context, want int, lease time.Duration) ([]
 				return nil, ctx.Err()
 			}
 			backoff = min(backoff*2, 2*time.Second)
+			afterWait(mask)
 			continue
+		}
+		// Waiting: a queue with levels looks at them every levelPoll (one
+		// waiting call for all), and every queue probes for levels other
+		// processes started to use every levelProbeEvery.
+		period := levelProbeEvery
+		if mask != 0 {
+			period = levelPoll
+		}
+		if tick == nil {
+			tick = time.NewTicker(period)
+		} else {
+			tick.Reset(period)
 		}
 		select {
 		case <-wake:
+		case <-tick.C:
+			p.d.maybeDiscover(p.queue, p.n)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		afterWait(mask)
 	}
 }
 
@@ -576,6 +668,7 @@ func (p *puller) cancelledByBroker(cs *chanState) {
 	p.d.log.Debug("rabbitmq: the broker cancelled a consumer (queue deleted); dropping its channel and leases", slog.String("queue", p.queue))
 	p.d.mu.Lock()
 	s := p.d.sess
+	delete(p.d.levels, p.queue)
 	p.d.mu.Unlock()
 	if s != nil {
 		s.forget(p.queue, p.n)
@@ -650,6 +743,12 @@ func (p *puller) onDelivery(cs *chanState, c *consumer, dv amqp.Delivery) {
 	cs.noteTagLocked(tag)
 	c.outstanding++
 	c.pushed++
+	if l := levelOf(dv.Headers); l > 0 {
+		// A topic copy of a level this subscription has no queue for
+		// (P.Q:levels sent it here): it goes out from here with its level,
+		// and the level's queue takes the next ones.
+		p.d.ensureLevelAsync(p.queue, p.n, l)
+	}
 	if runAt := intHeader(dv.Headers, hRunAt); runAt > time.Now().UnixMilli() {
 		// Arrived before its run-at (a delay rounded down to its bucket, or
 		// longer than the largest bucket): wait out the rest in a delay queue.
@@ -793,7 +892,7 @@ func (cs *chanState) multipleOKLocked(tag uint64) bool {
 	if cs.seen != cs.maxTag { // deliveries of two consumers may interleave out of order
 		return false
 	}
-	if cs.gets != nil { // basic.get replies and pushed deliveries may be recorded out of tag order
+	if cs.gets != nil || cs.lgets != nil { // basic.get replies and pushed deliveries may be recorded out of tag order
 		return false
 	}
 	return len(cs.order) == 0 || cs.order[0] > tag
@@ -1043,8 +1142,8 @@ func (p *puller) giveBack(cs *chanState, items []*entry) {
 	}
 }
 
-// hop sends a message that reached the main queue before its run-at to the
-// delay queue of the time left.
+// hop sends a message that reached its level's main queue before its
+// run-at to the level's delay queue of the time left.
 func (p *puller) hop(cs *chanState, e *entry, runAt time.Time) {
 	defer p.d.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -1056,7 +1155,7 @@ func (p *puller) hop(cs *chanState, e *entry, runAt time.Time) {
 		}
 		pub := copyOf(&e.dv)
 		pub.Headers[hAttempts] = int64(priorAttempts(&e.dv))
-		key, err := s.delayKey(ctx, p.queue, p.n, runAt)
+		key, err := s.delayKeyAt(ctx, p.queue, p.n, levelOf(pub.Headers), runAt)
 		if err != nil {
 			return err
 		}

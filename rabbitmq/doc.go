@@ -61,10 +61,20 @@
 // durable classic queue holding its dead letters; P.Q:delay:MS, classic
 // queues that hold delayed messages and expire after 10 minutes unused;
 // P.Q:mark:H, P.Q:marks and P.Q:marks:ttl for marks; P.Q:dead:scan, an
-// exclusive queue, while its dead letters are read. For a topic T:
-// P.T:topic, a durable fanout exchange. The user needs configure, write
-// and read permission on these names, and read permission on amq.direct
-// (marks use it).
+// exclusive queue, while its dead letters are read. For a priority level
+// L (1 to 3) that Q uses: P.Q:pL, a durable quorum queue, with its delay
+// queues P.Q:pL:MS; with the first of them or Q's first subscription,
+// P.Q:levels, a durable headers exchange, and P.Q:levels:0, a durable
+// fanout exchange (see Priorities). For a topic T: P.T:topic, a durable
+// fanout exchange, and P.T:route, a durable topic exchange bound to it;
+// for a subscription of Q to T with kind patterns: P.Q:sub:H, a durable
+// auto-delete exchange (see Topics). The user needs configure, write and
+// read permission on these names, and read permission on amq.direct
+// (marks use it). Exchange-to-exchange bindings take the same permissions
+// as binding a queue: binding P.T:route to P.T:topic needs write on
+// P.T:route and read on P.T:topic, binding P.Q:sub:H to P.T:route write on
+// P.Q:sub:H and read on P.T:route, binding P.Q:levels to P.T:topic or to
+// P.Q:sub:H write on P.Q:levels and read on the other.
 //
 // # Durability
 //
@@ -125,19 +135,58 @@
 //
 // # Topics
 //
-// The driver implements topics natively (backend.Topics). A topic T is the
-// durable fanout exchange P.T:topic, declared by the first subscribe or
-// publish; TopicSubscribe declares the subscription queue's topology as
-// its first use would and binds its main queue to the exchange, and
-// TopicUnsubscribe removes the binding (the portable layer then deletes
-// the queue). Publishing is one persistent, mandatory publish per message
-// to the exchange, confirmed as Enqueue's are: the broker makes the
-// copies, and confirms once every subscription's quorum queue has its
-// copy. A publish the broker returns unroutable (NO_ROUTE) found no
-// subscription: nothing is stored, and PublishResult.Subscriptions is 0.
-// Otherwise it is -1: RabbitMQ does not say how many queues a message went
-// to. A nacked publish is published again, which may give the
-// subscriptions that had stored it a second copy (at least once).
+// The driver implements topics natively (backend.Topics). A topic T is two
+// durable exchanges, declared by the first subscribe or publish of each
+// connection:
+//
+//   - P.T:topic, a fanout exchange, the entry point: a publish is one
+//     persistent, mandatory publish per message to it, with the message's
+//     kind as routing key. A subscription without a kind pattern binds
+//     its queue's router, P.Q:levels, to it.
+//   - P.T:route, a topic exchange bound to P.T:topic (an
+//     exchange-to-exchange binding), which routes every publish by its
+//     key, the kind, in the AMQP topic syntax fila.KindMatch describes. A
+//     subscription of Q with kind patterns is an exchange of its own,
+//     P.Q:sub:H (H a hash of T's name), bound to P.T:route once per
+//     pattern and bound to Q's router.
+//
+// The router sends each copy to the queue of its level (see Priorities).
+//
+// TopicSubscribe declares the subscription queue's topology as its first
+// use would and makes those bindings; subscribing again adds a binding,
+// and binding twice is not an error. The broker makes the copies, one per
+// queue however many of its bindings match a message, and confirms once
+// every subscription's quorum queue has its copy. TopicUnsubscribe
+// deletes P.Q:sub:H, which removes every pattern binding, and the binding
+// to P.T:topic, so it ends the subscription even without the queue's
+// deletion that the portable layer does next; P.Q:sub:H also goes by
+// itself (auto-delete) when QueueDelete deletes the router. A publish the broker
+// returns unroutable (NO_ROUTE) found no subscription that takes its
+// kind: nothing is stored, and PublishResult.Subscriptions is 0 when that
+// is so for every message. Otherwise it is -1: RabbitMQ does not say how
+// many queues a message went to. A nacked publish is published again,
+// which may give the subscriptions that had stored it a second copy (at
+// least once).
+//
+// Drivers before routing by kind made P.T:topic alone, bound subscriptions
+// to it and published with an empty routing key. Deployments need no
+// migration: an exchange's type cannot change, which is why P.T:topic
+// stays the entry point. Existing subscriptions keep getting every
+// message; P.T:route is declared by the first subscribe or publish of an
+// upgraded client. Older clients' publishes still reach every
+// subscription without a pattern, and reach the pattern subscriptions
+// through P.T:route too, but with an empty routing key instead of the
+// kind, which only patterns of "#" words match: upgrade publishers
+// before subscribing with patterns. Topic exchanges and exchange-to-exchange
+// bindings exist in every RabbitMQ version the driver supports (3.10 and
+// later). A user whose permissions cover P.T:topic but not P.T:route gets
+// fila.ErrAccessDenied from publishes and subscribes once upgraded.
+//
+// Those subscriptions bound the main queue itself to P.T:topic: they keep
+// getting every copy there, a copy of a level too (delivered with its
+// level, but behind level 0's backlog). Subscribing again routes through
+// the router: TopicSubscribe binds P.Q:levels and removes the main queue's
+// binding (a copy published between the two can reach the queue twice).
 //
 // The broker's copies are identical, so a topic publish carries the header
 // x-fila-topic, and the driver gives each copy its id,
@@ -157,9 +206,72 @@
 //
 // A topic's subscriptions cannot be listed (TopicSubscriptions returns
 // fila.ErrUnsupported): they are bindings, which AMQP 0-9-1 cannot list.
-// Nothing deletes a topic's exchange; it is small, and deleting it by hand
-// ends every subscription (the next subscribe or publish of this driver
-// declares it again).
+// Nothing deletes a topic's exchanges; they are small. Deleting P.T:topic
+// by hand ends the subscriptions without a pattern (the next subscribe or
+// publish of this driver declares it again, with its binding to
+// P.T:route); deleting P.T:route ends those with patterns, and the
+// publishes of a connection that had declared it do not notice.
+//
+// # Priorities
+//
+// The driver honours Message.Priority (backend.Prioritizer). Quorum queues
+// of RabbitMQ 3.x have no message priorities, so each level of a queue
+// has a quorum queue of its own: level 0 is P.Q, as always (existing
+// deployments need no migration), and level L (1 to 3) is P.Q:pL,
+// declared by the first enqueue, retry, replay or subscription copy of
+// that level, with its own delay queues P.Q:pL:MS that expire into it, and
+// the router P.Q:levels (see below); a level's first use on a connection
+// costs those declarations. A queue that never uses a level has none of
+// this, and its calls are those of a driver without priorities, but for
+// one thing: a process receiving from it looks for level queues other
+// processes made, at most once a second (QueueStats, ReceiveDelayed and
+// QueueDelete look too), with a passive declare of P.Q:levels, which
+// exists before any level queue does (or for a subscription), and only
+// when it exists, of the level queues it does not know. So a process
+// learns of a level another one started within a second; until then, that
+// level's messages wait in their queue.
+//
+// The levels above 0 have no consumer. A Receive on a queue with levels
+// first asks each level queue, highest first, for its ready count (a
+// passive declare, about 0.1 ms on a local broker) and takes what it holds
+// with basic.get (a Raft command: about a millisecond each on a local
+// broker, more on a cluster), then hands out level 0 from the consumer's
+// buffer. Counts and gets are ordered after every confirmed enqueue, so a
+// message of a higher level enqueued while level 0 has a backlog, or has
+// messages already pushed to this client, is in the next Receive; a
+// consumer on a level queue could not promise that, as a message pushed to
+// it may still be on its way. The price: every Receive on a queue with
+// levels pays a passive declare per level in use, and a backlog of a level
+// above 0 drains one basic.get at a time. A Receive waiting on an empty
+// queue with levels is woken at once by level-0 messages and by this
+// process's publishes to a level, and finds other processes' level
+// messages within 100 ms (one look per client and queue, shared by its
+// waiting calls).
+//
+// A message keeps its level in the fila-pri header: retries and hops go to
+// its level's queue or delay queues, a lease that expires returns it to
+// its level's queue, dead letters carry it and DeadReplay restores it,
+// DeadImport and ReceiveDelayed keep it. Within a level the order is that
+// of a quorum queue. Stats add up the levels; ReadyByPriority gives each.
+//
+// A topic copy takes its level through the subscription's router
+// P.Q:levels, a headers exchange: a copy whose fila-pri is L goes to
+// P.Q:pL when Q has that queue, everything else through the alternate
+// exchange P.Q:levels:0 to P.Q. A copy of a level the subscription has no
+// queue for yet lands in P.Q, behind its backlog; it is delivered with its
+// level, and the subscription's consumer then declares the level's queue,
+// so later copies of that level are prioritized.
+//
+// RabbitMQ versions: classic queues have had native priorities
+// (x-max-priority) since 3.5.0, but a classic queue lives on one node
+// (mirroring is deprecated in 3.x and removed in 4.0), which would give up
+// the quorum queues' replication (contract: durable-enqueue). Quorum
+// queues have message priorities from RabbitMQ 4.0 on, with two levels
+// only (priorities 0 to 4 are normal, above 4 high) and not strict: the
+// 4.0 documentation says high messages are favoured 2:1 over normal ones,
+// so normal ones keep moving. Neither carries four strict levels; RabbitMQ's
+// own advice for more is a queue per level, which is what this driver
+// does, and does on every version it supports.
 //
 // # Wake-up and latency
 //
@@ -232,9 +344,10 @@
 //     delayed copy counts as Ready until a Receive of its subscription
 //     moves it to a delay queue (see Topics).
 //   - a subscription surviving QueueDelete (FeatureTopicQueueDelete): the
-//     subscription is the queue's binding, which RabbitMQ deletes with the
-//     queue, so QueueDelete of a subscription's queue ends the
-//     subscription too; subscribe it again. Elsewhere it stays.
+//     subscription is the queue's bindings, which RabbitMQ deletes with the
+//     queue (and P.Q:sub:H with them), so QueueDelete of a subscription's
+//     queue ends the subscription too; subscribe it again. Elsewhere it
+//     stays.
 //
 // # Errors
 //

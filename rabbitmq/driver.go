@@ -20,9 +20,9 @@ import (
 // Driver is a Fila driver over one RabbitMQ connection (reconnected
 // automatically). It implements backend.Driver, DeadLetterer, StatsReader,
 // QueueDeleter, DelayedReceiver, DeadImporter, Marker, Topics, Pinger and
-// Namer (not QueueLister nor MarkLister: AMQP 0-9-1 cannot list queues; its
-// TopicSubscriptions returns ErrUnsupported). Build it with Open or New;
-// share one per process.
+// Namer and Prioritizer (not QueueLister nor MarkLister: AMQP 0-9-1 cannot
+// list queues; its TopicSubscriptions returns ErrUnsupported). Build it
+// with Open or New; share one per process.
 type Driver struct {
 	opts   Options
 	log    *slog.Logger
@@ -42,7 +42,10 @@ type Driver struct {
 	pullers map[string]*puller
 	// delayBuckets remembers, per Fila queue, the delay queues this instance
 	// published to, so QueueStats can count their messages.
-	delayBuckets map[string]map[int64]struct{}
+	delayBuckets map[string]map[bucket]struct{}
+	// levels is what this instance knows of each Fila queue's priority
+	// levels (see levels.go).
+	levels map[string]*levelState
 	// deadScans serializes this instance's dead-letter scans per queue (see
 	// lockDeadScan).
 	deadScans scanLocks
@@ -90,7 +93,8 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		sessCh:       make(chan struct{}),
 		closeCh:      make(chan struct{}),
 		pullers:      map[string]*puller{},
-		delayBuckets: map[string]map[int64]struct{}{},
+		delayBuckets: map[string]map[bucket]struct{}{},
+		levels:       map[string]*levelState{},
 		creditGrace:  creditGrace,
 	}
 	type result struct {
@@ -441,11 +445,13 @@ func (d *Driver) broadcastDeleted(queue string, n names) {
 
 // forgetQueue drops what this instance knows about queue after it was
 // deleted: its declarations (the next call declares the topology again),
-// the delay queues stats count, and its consumer channel with the buffered
-// messages and leases on it (settling those returns ErrLeaseLost).
+// the delay queues stats count, its levels, and its consumer channel with
+// the buffered messages and leases on it (settling those returns
+// ErrLeaseLost).
 func (d *Driver) forgetQueue(queue string, n names) {
 	d.mu.Lock()
 	delete(d.delayBuckets, queue)
+	delete(d.levels, queue)
 	s := d.sess
 	p := d.pullers[queue]
 	d.mu.Unlock()

@@ -10,9 +10,11 @@ import (
 )
 
 // Enqueue publishes msgs with publisher confirms: ready messages to the main
-// queue, delayed ones to the delay queue of their delay (see bucketMS). It
-// returns when the broker confirmed every message. A batch is not atomic:
-// when the call fails, some of its messages may be stored.
+// queue of their level (P.Q, or P.Q:pL declared by the level's first use;
+// see levels.go), delayed ones to the delay queue of their level and delay
+// (see bucketMS). It returns when the broker confirmed every message. A
+// batch is not atomic: when the call fails, some of its messages may be
+// stored.
 func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
 	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
@@ -21,16 +23,25 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 	if err := s.declare(ctx, queue, n); err != nil {
 		return nil, err
 	}
+	levels := levelMaskOf(msgs)
+	for l := 1; l <= backend.MaxPriority; l++ {
+		if levels&(1<<l) != 0 {
+			if err := s.declareLevel(ctx, queue, n, l); err != nil {
+				return nil, err
+			}
+		}
+	}
 	now := time.Now()
 	items := make([]pubItem, len(msgs))
 	res := make([]backend.EnqueueResult, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		pub := encode(m)
-		key := n.main
+		l := levelOf(pub.Headers)
+		key := n.level(l)
 		if due := m.Due(now); due.After(now) {
 			pub.Headers[hRunAt] = due.UnixMilli()
-			if key, err = s.delayKey(ctx, queue, n, due); err != nil {
+			if key, err = s.delayKeyAt(ctx, queue, n, l, due); err != nil {
 				return nil, err
 			}
 		}
@@ -39,6 +50,9 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 	}
 	if err := s.publish(ctx, items); err != nil {
 		return nil, mapErr(ctx, "enqueue", err)
+	}
+	if levels != 0 {
+		d.levelBell(queue)
 	}
 	return res, nil
 }
@@ -54,12 +68,23 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 // A shorter bucket brings the message to the main queue early, where it
 // hops (see hop in consume.go) rather than being handed out early.
 func (s *session) delayKey(ctx context.Context, queue string, n names, due time.Time) (string, error) {
+	return s.delayKeyAt(ctx, queue, n, 0, due)
+}
+
+// delayKeyAt is delayKey for a message of level l: its delay queues
+// dead-letter to the level's queue, where it goes when nothing is left.
+func (s *session) delayKeyAt(ctx context.Context, queue string, n names, l int, due time.Time) (string, error) {
 	for try := 0; ; try++ {
 		ms := bucketMS(time.Until(due))
 		if ms == 0 {
-			return n.main, nil
+			if l > 0 {
+				if err := s.declareLevel(ctx, queue, n, l); err != nil {
+					return "", err
+				}
+			}
+			return n.level(l), nil
 		}
-		name, err := s.declareDelay(ctx, queue, n, ms)
+		name, err := s.declareDelayAt(ctx, queue, n, l, ms)
 		if err != nil {
 			return "", err
 		}

@@ -6,12 +6,12 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// DeleteTopicExchange deletes topic's exchange, for the external tests'
+// DeleteTopicExchange deletes topic's exchanges, for the external tests'
 // cleanup: the driver has no call that deletes a topic (a topic is what is
 // bound to it), and leftover durable exchanges would pile up on the shared
-// test broker.
+// test broker. (Subscription exchanges go with their queues.)
 func DeleteTopicExchange(ctx context.Context, d *Driver, topic string) error {
-	ex, err := d.topicExchange(topic)
+	tn, err := d.topicExchanges(topic)
 	if err != nil {
 		return err
 	}
@@ -19,8 +19,11 @@ func DeleteTopicExchange(ctx context.Context, d *Driver, topic string) error {
 	if err != nil {
 		return err
 	}
-	defer s.forgetTopic(ex)
-	return mapErr(ctx, "delete topic exchange", s.withCtl(ctx, func(ch *amqp.Channel) error {
-		return ch.ExchangeDelete(ex, false, false)
+	defer s.forgetTopic(tn)
+	return mapErr(ctx, "delete topic exchanges", s.withCtl(ctx, func(ch *amqp.Channel) error {
+		if err := ch.ExchangeDelete(tn.route, false, false); err != nil {
+			return err
+		}
+		return ch.ExchangeDelete(tn.fanout, false, false)
 	}))
 }

@@ -39,12 +39,12 @@ type delayQueue struct {
 	ready int
 }
 
-// probeDelays finds the delay queues of n that exist, with their ready
-// counts. Without the management plugin queues cannot be listed, but the
-// possible names are finite: each is declared passively. A passive declare
-// of a missing queue closes its channel, so the probes run on throwaway
-// channels (reopened after each miss), several at once.
-func (s *session) probeDelays(ctx context.Context, n names) ([]delayQueue, error) {
+// probeDelays finds the delay queues of level l of n that exist, with
+// their ready counts. Without the management plugin queues cannot be
+// listed, but the possible names are finite: each is declared passively. A
+// passive declare of a missing queue closes its channel, so the probes run
+// on throwaway channels (reopened after each miss), several at once.
+func (s *session) probeDelays(ctx context.Context, n names, l int) ([]delayQueue, error) {
 	cands := allBuckets()
 	found := make([]int, len(cands)) // -1 missing, else ready count
 	var next atomic.Int64
@@ -84,7 +84,7 @@ func (s *session) probeDelays(ctx context.Context, n names) ([]delayQueue, error
 						return
 					}
 				}
-				q, err := ch.QueueDeclarePassive(n.delay(cands[i]), true, false, false, false, nil)
+				q, err := ch.QueueDeclarePassive(n.delayAt(l, cands[i]), true, false, false, false, nil)
 				var ae *amqp.Error
 				switch {
 				case err == nil:
@@ -113,17 +113,18 @@ func (s *session) probeDelays(ctx context.Context, n names) ([]delayQueue, error
 }
 
 // ReceiveDelayed takes, without blocking, up to p.Max messages waiting in
-// queue's delay queues (found by probing every possible delay queue name,
-// see probeDelays) with basic.get on the puller's channel, and leases them
+// queue's delay queues, of every level (found by probing every possible
+// delay queue name, see probeDelays, of level 0 and of each level whose
+// queue exists) with basic.get on the puller's channel, and leases them
 // like Receive does: Ack acks them there, Retry and Release keep their
-// run-at (the copy waits for the later of its run-at and the retry delay),
-// Dead dead-letters them, and an expired lease rejects them with requeue
-// back into their delay queue. The leases start when the call returns. The
-// delay queues this instance knows are tried first; the probe runs only
-// when they hold fewer than p.Max messages, so an empty result always comes
-// after a full probe. Messages that reached the main queue a moment before
-// their run-at (by bucket rounding) and are hopping to a shorter delay queue
-// are not seen.
+// run-at (the copy waits for the later of its run-at and the retry delay,
+// at the message's level), Dead dead-letters them, and an expired lease
+// rejects them with requeue back into their delay queue. The leases start
+// when the call returns. The delay queues this instance knows are tried
+// first; the probe runs only when they hold fewer than p.Max messages, so
+// an empty result always comes after a full probe. Messages that reached
+// their main queue a moment before their run-at (by bucket rounding) and
+// are hopping to a shorter delay queue are not seen.
 func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.ReceiveParams) ([]backend.Delivery, error) {
 	p, err := d.puller(queue)
 	if err != nil {
@@ -142,9 +143,9 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.Re
 	// started at the take could expire during the probe that follows, and
 	// the message would be taken again and returned twice.
 	var taken []heldGet
-	take := func(ms int64) error {
+	take := func(b bucket) error {
 		for len(taken) < want {
-			h, ok, err := p.getDelayed(ctx, p.n.delay(ms))
+			h, ok, err := p.getHeld(ctx, p.n.delayAt(b.level, b.ms), true)
 			if err != nil {
 				return err
 			}
@@ -162,13 +163,13 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.Re
 	}
 	// The delay queues this instance knows first: when they hold enough,
 	// the probe of every possible name is not needed.
-	for _, ms := range d.buckets(queue) {
-		c, err := s.count(ctx, p.n.delay(ms))
+	for _, b := range d.buckets(queue) {
+		c, err := s.count(ctx, p.n.delayAt(b.level, b.ms))
 		if err != nil {
 			return finish(err)
 		}
 		if c > 0 {
-			if err := take(ms); err != nil {
+			if err := take(b); err != nil {
 				return finish(err)
 			}
 		}
@@ -176,15 +177,28 @@ func (d *Driver) ReceiveDelayed(ctx context.Context, queue string, rp backend.Re
 			return p.lease(taken, rp.Lease), nil
 		}
 	}
-	dqs, err := s.probeDelays(ctx, p.n)
+	// A level's delay queues exist only beside its queue (declareDelayAt).
+	mask, err := s.existingLevels(ctx, p.n)
 	if err != nil {
 		return finish(err)
 	}
-	for _, dq := range dqs {
-		d.rememberBucket(queue, dq.ms)
-		if dq.ready > 0 && len(taken) < want {
-			if err := take(dq.ms); err != nil {
-				return finish(err)
+	d.noteLevels(queue, mask)
+	mask |= d.levelMask(queue)
+	for l := 0; l <= backend.MaxPriority; l++ {
+		if l > 0 && mask&(1<<l) == 0 {
+			continue
+		}
+		dqs, err := s.probeDelays(ctx, p.n, l)
+		if err != nil {
+			return finish(err)
+		}
+		for _, dq := range dqs {
+			b := bucket{level: l, ms: dq.ms}
+			d.rememberBucket(queue, b)
+			if dq.ready > 0 && len(taken) < want {
+				if err := take(b); err != nil {
+					return finish(err)
+				}
 			}
 		}
 	}
@@ -197,26 +211,37 @@ type heldGet struct {
 	e  *entry
 }
 
-// getDelayed takes one message from the delay queue name with basic.get on
-// the puller's channel and holds it: it is recorded as a delivery of the
-// channel, busy so that the janitor leaves it alone, until lease or release.
-func (p *puller) getDelayed(ctx context.Context, name string) (heldGet, bool, error) {
-	p.ensureMu.Lock()
+// getHeld takes one message from the queue name with basic.get on the
+// puller's channel and holds it: it is recorded as a delivery of the
+// channel, busy so that the janitor leaves it alone, until lease or release
+// (or hop). delayed says name is a delay queue (ReceiveDelayed): the
+// message keeps its run-at, and Retry never rejects it back there; else it
+// is a level queue (takeLevels), where a reject returns it.
+func (p *puller) getHeld(ctx context.Context, name string, delayed bool) (heldGet, bool, error) {
 	p.mu.Lock()
 	cs, closed := p.cs, p.closed
 	p.mu.Unlock()
 	if closed {
-		p.ensureMu.Unlock()
 		return heldGet{}, false, backend.ErrClosed
 	}
 	if cs == nil {
-		var err error
-		if cs, err = p.open(ctx); err != nil {
+		p.ensureMu.Lock()
+		p.mu.Lock()
+		cs, closed = p.cs, p.closed
+		p.mu.Unlock()
+		if closed {
 			p.ensureMu.Unlock()
-			return heldGet{}, false, err
+			return heldGet{}, false, backend.ErrClosed
 		}
+		if cs == nil {
+			var err error
+			if cs, err = p.open(ctx); err != nil {
+				p.ensureMu.Unlock()
+				return heldGet{}, false, err
+			}
+		}
+		p.ensureMu.Unlock()
 	}
-	p.ensureMu.Unlock()
 	var dv amqp.Delivery
 	var ok bool
 	err := cs.call(func() error {
@@ -233,7 +258,7 @@ func (p *puller) getDelayed(ctx context.Context, name string) (heldGet, bool, er
 		return err
 	})
 	if err != nil {
-		return heldGet{}, false, mapErr(ctx, "get delayed message", err)
+		return heldGet{}, false, mapErr(ctx, "get a message from "+name, err)
 	}
 	if !ok {
 		return heldGet{}, false, nil
@@ -244,17 +269,21 @@ func (p *puller) getDelayed(ctx context.Context, name string) (heldGet, bool, er
 		return heldGet{}, false, backend.ErrUnavailable
 	}
 	adopt(&dv, p.queue)
-	if cs.gets == nil {
-		cs.gets = &consumer{}
+	stand := &cs.lgets
+	if delayed {
+		stand = &cs.gets
 	}
-	e := &entry{dv: dv, cons: cs.gets, leased: true, busy: true, attempt: priorAttempts(&dv) + 1}
-	if ms := intHeader(dv.Headers, hRunAt); ms != 0 {
+	if *stand == nil {
+		*stand = &consumer{}
+	}
+	e := &entry{dv: dv, cons: *stand, leased: true, busy: true, attempt: priorAttempts(&dv) + 1}
+	if ms := intHeader(dv.Headers, hRunAt); ms != 0 && delayed {
 		e.runAt = time.UnixMilli(ms)
 	}
 	tag := dv.DeliveryTag
 	cs.entries[tag] = e
 	cs.order = append(cs.order, tag) // maybe out of tag order: see multipleOKLocked
-	cs.gets.outstanding++
+	(*stand).outstanding++
 	return heldGet{cs: cs, e: e}, true, nil
 }
 

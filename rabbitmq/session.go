@@ -47,6 +47,8 @@ type session struct {
 	registries map[string]bool
 	// topics holds the topic exchanges declared (see topic.go).
 	topics map[string]bool
+	// lv holds the level queues and routers declared (see levels.go).
+	lv levelCache
 
 	markerMu sync.Mutex
 	marker   string // the stats barrier's queue, once declared
@@ -238,12 +240,13 @@ func (s *session) forget(queue string, n names) {
 	delete(s.declared, queue)
 	delete(s.registries, n.markRegistry(false))
 	delete(s.registries, n.markRegistry(true))
-	prefix := n.main + delayInfix
+	prefix, levels := n.main+delayInfix, n.main+levelInfix
 	for name := range s.delays {
-		if strings.HasPrefix(name, prefix) {
+		if strings.HasPrefix(name, prefix) || strings.HasPrefix(name, levels) {
 			delete(s.delays, name)
 		}
 	}
+	s.lv.forget(n)
 }
 
 func (s *session) declareTopology(ctx context.Context, n names) error {
@@ -285,17 +288,31 @@ func homeNodeDown(err error) bool {
 	return errors.As(err, &ae) && ae.Code == amqp.NotFound && strings.Contains(ae.Reason, "is down or inaccessible")
 }
 
-// declareDelay makes sure the delay queue of ms exists and returns its name.
-// Publishing does not renew a queue's x-expires lease, declaring does: the
-// queue is declared again when its last declaration is older than
-// redeclareDelayAfter.
+// declareDelay makes sure the level-0 delay queue of ms exists and returns
+// its name (see declareDelayAt).
 func (s *session) declareDelay(ctx context.Context, queue string, n names, ms int64) (string, error) {
-	name := n.delay(ms)
+	return s.declareDelayAt(ctx, queue, n, 0, ms)
+}
+
+// declareDelayAt makes sure the delay queue of ms of level l exists, and
+// for a level above 0 the level's queue it dead-letters to, and returns
+// its name. Publishing does not renew a queue's x-expires lease, declaring
+// does: the queue is declared again when its last declaration is older
+// than redeclareDelayAfter.
+func (s *session) declareDelayAt(ctx context.Context, queue string, n names, l int, ms int64) (string, error) {
+	name := n.delayAt(l, ms)
 	s.declMu.Lock()
 	last, ok := s.delays[name]
 	s.declMu.Unlock()
 	if ok && time.Since(last) < redeclareDelayAfter {
 		return name, nil
+	}
+	if l > 0 {
+		// Its messages expire into the level's queue, which must exist:
+		// a dead-lettered message that finds no queue is dropped.
+		if err := s.declareLevel(ctx, queue, n, l); err != nil {
+			return "", err
+		}
 	}
 	start := time.Now()
 	err := s.withCtl(ctx, func(ch *amqp.Channel) error {
@@ -303,7 +320,7 @@ func (s *session) declareDelay(ctx context.Context, queue string, n names, ms in
 			"x-message-ttl":             ms,
 			"x-expires":                 ms + delayExpiry.Milliseconds(),
 			"x-dead-letter-exchange":    "",
-			"x-dead-letter-routing-key": n.main,
+			"x-dead-letter-routing-key": n.level(l),
 		})
 		return err
 	})
@@ -313,27 +330,33 @@ func (s *session) declareDelay(ctx context.Context, queue string, n names, ms in
 	s.declMu.Lock()
 	s.delays[name] = start
 	s.declMu.Unlock()
-	s.d.rememberBucket(queue, ms)
+	s.d.rememberBucket(queue, bucket{level: l, ms: ms})
 	return name, nil
 }
 
-func (d *Driver) rememberBucket(queue string, ms int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	b := d.delayBuckets[queue]
-	if b == nil {
-		b = map[int64]struct{}{}
-		d.delayBuckets[queue] = b
-	}
-	b[ms] = struct{}{}
+// bucket is one delay queue of a Fila queue: its level and length.
+type bucket struct {
+	level int
+	ms    int64
 }
 
-func (d *Driver) buckets(queue string) []int64 {
+func (d *Driver) rememberBucket(queue string, b bucket) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]int64, 0, len(d.delayBuckets[queue]))
-	for ms := range d.delayBuckets[queue] {
-		out = append(out, ms)
+	m := d.delayBuckets[queue]
+	if m == nil {
+		m = map[bucket]struct{}{}
+		d.delayBuckets[queue] = m
+	}
+	m[b] = struct{}{}
+}
+
+func (d *Driver) buckets(queue string) []bucket {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]bucket, 0, len(d.delayBuckets[queue]))
+	for b := range d.delayBuckets[queue] {
+		out = append(out, b)
 	}
 	return out
 }

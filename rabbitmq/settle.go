@@ -118,24 +118,25 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 // moment leaves the message in the queue exactly once, unchanged (its last
 // error kept), and the quorum queue counts the delivery. Otherwise Retry
 // publishes a copy of the message (confirmed) to the delay queue of delay,
-// or straight to the main queue for no delay, carrying its attempt count
-// and last error, then acks the original (see republish for a crash in
-// between). A message taken early by ReceiveDelayed waits at least until
-// its run-at.
+// or straight to the main queue for no delay, of the message's level,
+// carrying its attempt count and last error, then acks the original (see
+// republish for a crash in between). A message taken early by
+// ReceiveDelayed waits at least until its run-at.
 func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration, reason string) error {
 	if delay <= 0 && reason == "" {
 		if done, err := d.requeue(ctx, ref); done {
 			return err
 		}
 	}
-	return d.republish(ctx, ref, "retry", func(s *session, p *puller, e *entry) (pubItem, error) {
+	level := 0
+	err := d.republish(ctx, ref, "retry", func(s *session, p *puller, e *entry) (pubItem, error) {
 		pub := copyOf(&e.dv)
 		pub.Headers[hAttempts] = int64(e.attempt)
 		if reason != "" {
 			pub.Headers[hLastError] = reason
 		}
 		delete(pub.Headers, hRunAt)
-		key := p.n.main
+		level = levelOf(pub.Headers)
 		now := time.Now()
 		at := now.Add(delay)
 		if at.Before(e.runAt) { // taken early by ReceiveDelayed: never ready before its run-at
@@ -143,13 +144,17 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 		}
 		if at.After(now) {
 			setRunAt(&pub, at)
-			var err error
-			if key, err = s.delayKey(ctx, p.queue, p.n, at); err != nil {
-				return pubItem{}, err
-			}
+		}
+		key, err := s.delayKeyAt(ctx, p.queue, p.n, level, at)
+		if err != nil {
+			return pubItem{}, err
 		}
 		return pubItem{key: key, msg: pub, queue: p.queue}, nil
 	})
+	if err == nil && level > 0 {
+		d.levelBell(ref.Queue)
+	}
+	return err
 }
 
 // requeue gives a leased message back to its queue with basic.reject and

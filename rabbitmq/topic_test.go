@@ -47,7 +47,7 @@ func (f *topicFixture) subscribe(t *testing.T) string {
 	f.subs = append(f.subs, q)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := f.d.TopicSubscribe(ctx, f.topic, q); err != nil {
+	if err := f.d.TopicSubscribe(ctx, f.topic, q, ""); err != nil {
 		t.Fatalf("TopicSubscribe(%s): %v", q, err)
 	}
 	return q
@@ -290,7 +290,7 @@ func TestTopicSubscriptionCalls(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	q := f.subs[0]
-	if err := d.TopicSubscribe(ctx, f.topic, q); err != nil {
+	if err := d.TopicSubscribe(ctx, f.topic, q, ""); err != nil {
 		t.Fatalf("second TopicSubscribe: %v", err)
 	}
 	if _, err := d.TopicSubscriptions(ctx, f.topic); !errors.Is(err, backend.ErrUnsupported) {
@@ -326,7 +326,7 @@ func TestTopicSubscriptionCalls(t *testing.T) {
 		t.Errorf("the unsubscribed queue is gone: %v", err)
 	}
 	// Subscribing a queue deleted behind the driver's back declares it again.
-	if err := d.TopicSubscribe(ctx, f.topic, q); err != nil {
+	if err := d.TopicSubscribe(ctx, f.topic, q, ""); err != nil {
 		t.Fatal(err)
 	}
 	other := openTest(t)
@@ -336,7 +336,7 @@ func TestTopicSubscriptionCalls(t *testing.T) {
 	if err := other.QueueDelete(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.TopicSubscribe(ctx, f.topic, q); err != nil {
+	if err := d.TopicSubscribe(ctx, f.topic, q, ""); err != nil {
 		t.Fatalf("TopicSubscribe of a queue deleted behind the driver: %v", err)
 	}
 	if got, err := d.TopicPublish(ctx, f.topic, []backend.Message{testMsg(uuid())}); got != -1 || err != nil {
