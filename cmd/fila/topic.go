@@ -247,7 +247,7 @@ exits 4.`,
 			return a.withClient(cmd, func(ctx context.Context, c *fila.Client) error {
 				subs, err := c.TopicSubscriptions(ctx, topic)
 				if cannotListSubscriptions(err) {
-					return fmt.Errorf("%w\nThe broker cannot tell which queues subscribe to a topic: keep the list with your deployment (the queues your fila topic subscribe commands named), or read it from the broker's own tools (on RabbitMQ, the bindings of the fanout exchange fila.TOPIC:topic, or PREFIX.TOPIC:topic with fila_prefix: rabbitmqctl list_bindings).", err)
+					return fmt.Errorf("%w\nThe broker cannot tell which queues subscribe to a topic: keep the list with your deployment (the queues your fila topic subscribe commands named), or read it from the broker's own tools (on RabbitMQ, the bindings of the fanout exchange fila.TOPIC:topic, or PREFIX.TOPIC:topic with fila_prefix, and those of the topic exchange fila.TOPIC:route behind it, whose binding keys are the kind patterns: rabbitmqctl list_bindings).", err)
 				}
 				if err != nil {
 					return err
