@@ -383,7 +383,7 @@ func (s *subscription) checkSubscribed(ctx context.Context) error {
 	case err != nil:
 		s.checkedAt = prev // check again next time
 		return err
-	case !slices.Contains(subs, s.queue):
+	case !slices.ContainsFunc(subs, func(sub fila.Subscription) bool { return sub.Queue == s.queue }):
 		s.gone = &NotFoundError{Topic: s.opts.Topic, Queue: s.queue}
 		return s.gone
 	}

@@ -76,7 +76,7 @@ func TestURLParameters(t *testing.T) {
 	if tc != sc {
 		t.Error("the topic and the subscription of one broker URL have different clients")
 	}
-	if subs, err := tc.TopicSubscriptions(ctx, "orders"); err != nil || len(subs) != 1 || subs[0] != "orders.billing" {
+	if subs, err := tc.TopicSubscriptions(ctx, "orders"); err != nil || len(subs) != 1 || subs[0].Queue != "orders.billing" {
 		t.Errorf("subscriptions of orders: %v, %v", subs, err)
 	}
 	other, err := mux.OpenTopic(ctx, "fila+mem://urlparams-other-"+unique()+"?topic=orders")

@@ -39,7 +39,8 @@ type Config struct {
 	// (fila.Message.Priority) risk: put urgent jobs in a queue of their own
 	// with a higher weight, and the others still run. A queue waiting for
 	// messages holds one slot while its receive waits, so give Concurrency
-	// at least one slot per queue more than the jobs you want running.
+	// one slot per queue more than the jobs you want running; New refuses
+	// fewer slots than queues.
 	Concurrency int
 
 	// Periodic holds the schedules the worker runs: at each tick of a
@@ -152,6 +153,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Concurrency < 0 {
 		return cfg, fmt.Errorf("worker: concurrency %d is negative", cfg.Concurrency)
+	}
+	if cfg.Concurrency > 0 && cfg.Concurrency < len(cfg.Queues) {
+		return cfg, fmt.Errorf("worker: Config.Concurrency %d is below the number of queues (%d): each queue waiting for messages holds a shared slot, so give at least one per queue, and more for the jobs", cfg.Concurrency, len(cfg.Queues))
 	}
 	queues := make(map[string]QueueConfig, len(cfg.Queues))
 	for name, qc := range cfg.Queues {

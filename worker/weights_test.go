@@ -100,6 +100,7 @@ func TestWeightsConfig(t *testing.T) {
 		{worker.Config{Queues: map[string]worker.QueueConfig{"a": {Weight: 2}}}, "Config.Concurrency is zero"},
 		{worker.Config{Concurrency: 2, Queues: map[string]worker.QueueConfig{"a": {Weight: -1}}}, "weight -1 is negative"},
 		{worker.Config{Concurrency: -1, Queues: map[string]worker.QueueConfig{"a": {}}}, "concurrency -1 is negative"},
+		{worker.Config{Concurrency: 1, Queues: map[string]worker.QueueConfig{"a": {}, "b": {}}}, "below the number of queues (2)"},
 	} {
 		if _, err := worker.New(c, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v, want an error saying %q", tc.cfg, err, tc.want)
