@@ -51,19 +51,7 @@ func (s *filaSystem) forgetTopic(ctx context.Context, topic string) error {
 }
 
 func (s *filaSystem) publish(ctx context.Context, topic string, bodies [][]byte, subs int) error {
-	msgs := make([]fila.Message, len(bodies))
-	for i, b := range bodies {
-		msgs[i] = fila.Message{Kind: "bench", Body: b}
-	}
-	res, err := s.client.PublishBatch(ctx, topic, msgs)
-	if err != nil {
-		return err
-	}
-	// -1: the driver knows only that some subscription got them (RabbitMQ).
-	if res.Subscriptions != subs && res.Subscriptions != -1 {
-		return fmt.Errorf("publish to %s reached %d subscriptions; want %d", topic, res.Subscriptions, subs)
-	}
-	return nil
+	return s.publishKind(ctx, topic, "bench", bodies, subs)
 }
 
 // publisher is a fanouter whose Enqueue publishes to its topic, so that

@@ -44,6 +44,7 @@ func (s *filaSystem) publishKind(ctx context.Context, topic, kind string, bodies
 	if err != nil {
 		return err
 	}
+	// -1: the driver knows only that some subscription got them (RabbitMQ).
 	if res.Subscriptions != subs && res.Subscriptions != -1 {
 		return fmt.Errorf("publish to %s reached %d subscriptions; want %d", topic, res.Subscriptions, subs)
 	}

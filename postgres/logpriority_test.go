@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -276,80 +275,5 @@ func TestPriorityLogRotation(t *testing.T) {
 // receiver that takes one at a time never gets a level below one a claim
 // still left ready.
 func TestPriorityLogCompeting(t *testing.T) {
-	pool := testPool(t)
-	schema := migratedSchema(t, pool)
-	ctx := ctxT(t, 120*time.Second)
-	q := "logcompete-" + randHex(4)
-	const perLevel = 150
-	var all []backend.Message
-	for p := 0; p <= backend.MaxPriority; p++ {
-		for range perLevel {
-			all = append(all, levelMsg(p))
-		}
-	}
-	producer := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
-	for i := 0; i < len(all); i += 100 {
-		if _, err := producer.Enqueue(ctx, q, all[i:min(i+100, len(all))]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const receivers = 5
-	var (
-		mu   sync.Mutex
-		seen = map[string]int{}
-		errs []error
-		wg   sync.WaitGroup
-	)
-	for r := range receivers {
-		d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				done := len(seen) == len(all)
-				mu.Unlock()
-				if done {
-					return
-				}
-				short, cancel := context.WithTimeout(ctx, time.Second)
-				ds, err := d.Receive(short, q, backend.ReceiveParams{Max: 1 + r*7, Lease: time.Minute})
-				cancel()
-				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-					continue
-				}
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					return
-				}
-				if !slices.IsSortedFunc(ds, func(a, b backend.Delivery) int { return b.Priority - a.Priority }) {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("a claim's deliveries are not highest level first: %v", levelsOf(ds)))
-					mu.Unlock()
-				}
-				mu.Lock()
-				for _, dl := range ds {
-					seen[dl.ID]++
-				}
-				mu.Unlock()
-				if _, err := d.Ack(ctx, refsOf(ds)); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range all {
-		if seen[m.ID] != 1 {
-			t.Errorf("message %s of level %d delivered %d times, want once", m.ID, m.Priority, seen[m.ID])
-		}
-	}
+	checkCompetingLevels(t, postgres.ModeLog, 150, 5)
 }

@@ -178,24 +178,31 @@ func TestPriorityEveryPath(t *testing.T) {
 // levels, each taking up to a different Max, get every message exactly
 // once, and each claim's deliveries come highest level first.
 func TestPriorityCompetingReceivers(t *testing.T) {
+	checkCompetingLevels(t, postgres.ModeSkipLocked, 250, 6)
+}
+
+// checkCompetingLevels enqueues perLevel messages of each level and has
+// receivers drivers of mode take them at once, each up to a different Max:
+// every message is delivered once, and each claim's deliveries come
+// highest level first.
+func checkCompetingLevels(t *testing.T, mode string, perLevel, receivers int) {
+	t.Helper()
 	pool := testPool(t)
 	schema := migratedSchema(t, pool)
 	ctx := ctxT(t, 120*time.Second)
 	q := "compete-" + randHex(4)
-	const perLevel = 250
 	var all []backend.Message
 	for p := 0; p <= backend.MaxPriority; p++ {
 		for range perLevel {
 			all = append(all, levelMsg(p))
 		}
 	}
-	producer := newDriver(t, pool, postgres.Options{Schema: schema})
+	producer := newDriver(t, pool, postgres.Options{Schema: schema, Mode: mode})
 	for i := 0; i < len(all); i += 100 {
 		if _, err := producer.Enqueue(ctx, q, all[i:min(i+100, len(all))]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	const receivers = 6
 	var (
 		mu   sync.Mutex
 		seen = map[string]int{}
@@ -203,7 +210,7 @@ func TestPriorityCompetingReceivers(t *testing.T) {
 		wg   sync.WaitGroup
 	)
 	for r := range receivers {
-		d := newDriver(t, pool, postgres.Options{Schema: schema})
+		d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: mode})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
