@@ -34,6 +34,8 @@ type waiters struct {
 	quiet map[string]*quietMark
 	// listening is true while the LISTEN connection is up.
 	listening atomic.Bool
+	// quietFor overrides quietMax when set (tests).
+	quietFor time.Duration
 }
 
 // quietMark is set as a claim of a queue starts; a notification of the
@@ -50,7 +52,16 @@ type quietMark struct {
 	clean bool
 	set   bool // due is set: the claim ended
 	due   time.Time
+	setAt time.Time // when the claim ended
 }
+
+// quietMax bounds how long a quiet mark spares claims: a receive claims
+// again once its queue's mark is that old, whatever it says, so a message
+// the reasoning above missed (a due time read from a snapshot that did not
+// see its timer yet, a notification lost on the way) waits at most that
+// long for a short-polling consumer. A consumer polling an idle queue
+// claims once per quietMax.
+const quietMax = 2 * time.Second
 
 // claimStarting marks queue's claim as starting now and returns the mark,
 // or nil when the listener is down.
@@ -84,11 +95,12 @@ func (w *waiters) claimEnded(queue string, m *quietMark, quiet bool, due time.Ti
 		delete(w.quiet, queue)
 		return
 	}
-	m.set, m.due = true, due
+	m.set, m.due, m.setAt = true, due, time.Now()
 }
 
 // quietWait reports whether a claim of queue now would find nothing, and
-// then how long until its next due time (0: none known).
+// then how long until its next due time or the end of the mark's quietMax,
+// whichever comes first.
 func (w *waiters) quietWait(queue string, now time.Time) (time.Duration, bool) {
 	if !w.listening.Load() {
 		return 0, false
@@ -96,16 +108,21 @@ func (w *waiters) quietWait(queue string, now time.Time) (time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m := w.quiet[queue]
-	if m == nil || !m.clean || !m.set {
+	limit := quietMax
+	if w.quietFor > 0 {
+		limit = w.quietFor
+	}
+	if m == nil || !m.clean || !m.set || now.Sub(m.setAt) >= limit {
 		return 0, false
 	}
+	left := limit - now.Sub(m.setAt)
 	if m.due.IsZero() {
-		return 0, true
+		return left, true
 	}
 	if !now.Before(m.due) {
 		return 0, false
 	}
-	return m.due.Sub(now), true
+	return min(m.due.Sub(now), left), true
 }
 
 // backlogged reports whether queue's last claim by this driver took all it
