@@ -146,6 +146,14 @@ func (s *suite) testPriorityKept(t *testing.T) {
 		t.Fatalf("Enqueue of a delayed message: %v", err)
 	}
 	s.waitDue(t, c, q, at.Add(delay))
+	if s.has(FeatureStats) {
+		// Due, the delayed message counts as ready at its level.
+		want := []int64{10, 0, 0, 1}
+		st := s.waitStats(t, c, q, func(st fila.Stats) bool { return st.Ready == 11 })
+		if st.ReadyByPriority != nil && !slices.Equal(st.ReadyByPriority, want) {
+			t.Errorf("QueueStats once the delayed message was due = %+v; want ReadyByPriority %v (or nil where the driver does not count levels)", st, want)
+		}
+	}
 	d := receiveOne(t, c, q, 30*time.Second, 10*time.Second)
 	if d.ID != late || d.Priority != 3 {
 		t.Fatalf("once the delayed message of level 3 was due, the next receive got %s of level %d; want %s", d.ID, d.Priority, late)
@@ -198,6 +206,27 @@ func (s *suite) waitDue(t *testing.T, c *fila.Client, q string, due time.Time) {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("the delayed message of %s was not due within 30 s: %+v, %v", q, st, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// waitStats polls q's stats until ok holds (a broker may count a message
+// that moves between its structures late, as RabbitMQ does one that leaves
+// a delay queue), and returns them; it fails the test after 10 s.
+func (s *suite) waitStats(t *testing.T, c *fila.Client, q string, ok func(fila.Stats) bool) fila.Stats {
+	t.Helper()
+	ctx := ctxTimeout(t, 10*time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := c.QueueStats(ctx, q)
+		if err == nil && ok(st) {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the stats of %s did not reach the expected counts within 10 s: %+v, %v", q, st, err)
 		case <-tick.C:
 		}
 	}

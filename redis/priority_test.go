@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,28 @@ func testOnlyHigherLevels(t *testing.T, e *env) {
 	}
 }
 
+// ReadyByPriority counts a due delayed message at its level, before a
+// Receive moved it to its level's stream.
+func TestReadyByPriorityDelayed(t *testing.T) { bothPaths(t, testReadyByPriorityDelayed) }
+
+func testReadyByPriorityDelayed(t *testing.T, e *env) {
+	const q = "delayedlevels"
+	c := e.client(t, redis.Options{})
+	ctx := testCtx(t)
+	enqueueLevels(t, c, q, 1, 2)
+	at := time.Now()
+	if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "late", Priority: 2, Delay: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.QueueStats(ctx, q); err != nil || st.Delayed != 1 || !slices.Equal(st.ReadyByPriority, []int64{0, 2, 0, 0}) {
+		t.Errorf("QueueStats before the run-at = %+v, %v; want 1 delayed, ReadyByPriority [0 2 0 0]", st, err)
+	}
+	time.Sleep(time.Until(at.Add(150 * time.Millisecond)))
+	if st, err := c.QueueStats(ctx, q); err != nil || st.Ready != 3 || !slices.Equal(st.ReadyByPriority, []int64{0, 2, 1, 0}) {
+		t.Errorf("QueueStats after the run-at = %+v, %v; want 3 ready, ReadyByPriority [0 2 1 0]", st, err)
+	}
+}
+
 // Expired leases keep their level, and redelivery prefers the higher
 // levels: an expired lease of level 1 comes before ready and expired
 // messages of level 0, even when the lease of level 0 expired first, and a
@@ -169,6 +192,9 @@ func testLevelsAcrossLeaseExpiry(t *testing.T, e *env) {
 		t.Fatalf("got %s at level %d, want the level 1 message", d1.ID, d1.Priority)
 	}
 	time.Sleep(250 * time.Millisecond)
+	if st, err := c.QueueStats(ctx, q); err != nil || !slices.Equal(st.ReadyByPriority, []int64{3, 1, 0, 0}) {
+		t.Errorf("QueueStats after both leases expired = %+v, %v; want ReadyByPriority [3 1 0 0]", st, err)
+	}
 	again := receive(t, c, q, fila.ReceiveParams{Max: 1, Lease: time.Minute})[0]
 	if again.ID != hi || again.Priority != 1 || again.Attempt != 2 {
 		t.Fatalf("after both leases expired got %s at level %d attempt %d; want the level 1 message at attempt 2", again.ID, again.Priority, again.Attempt)

@@ -19,6 +19,11 @@ import (
 // as ready the events of its topics' logs it has not copied yet (its lag),
 // the oldest of them in the oldest ready time (for a subscription with kind
 // patterns, only those they take: see topicLag).
+//
+// ReadyByPriority counts the ready entries of each level's stream, and
+// reads the level of each due delayed message (one record each): it is nil
+// when more than 1,000 of those are due at once, or a subscription has
+// topic events it has not copied yet (their levels are not read).
 func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, error) {
 	k := d.keys(queue)
 	v, err := scriptStats.Run(ctx, d.c, k.list(), group).Slice()
@@ -33,17 +38,28 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 	}); err != nil {
 		return backend.Stats{}, d.fail(ctx, err)
 	}
-	if len(v) != 6 {
+	if len(v) != 7 {
 		return backend.Stats{}, fmt.Errorf("fila/redis: stats script returned %d values", len(v))
 	}
 	s := backend.Stats{Ready: toInt(v[0]), Delayed: toInt(v[1]), Leased: toInt(v[2]), Dead: toInt(v[3])}
 	if ms := toInt(v[4]); ms >= 0 {
 		s.OldestReadyAt = msTime(ms)
 	}
+	if lv, _ := v[6].([]any); len(lv) == backend.MaxPriority+1 {
+		s.ReadyByPriority = make([]int64, len(lv))
+		for i, n := range lv {
+			s.ReadyByPriority[i] = toInt(n)
+		}
+	}
 	if len(topics.Val()) > 0 {
 		n, oldest, err := d.topicLag(ctx, topics.Val(), pats.Val())
 		if err != nil {
 			return backend.Stats{}, err
+		}
+		if n > 0 {
+			// The events a subscription has not copied yet have levels
+			// the lag does not read.
+			s.ReadyByPriority = nil
 		}
 		s.Ready += n
 		if oldest >= 0 && (s.OldestReadyAt.IsZero() || msTime(oldest).Before(s.OldestReadyAt)) {
