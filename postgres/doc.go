@@ -125,14 +125,16 @@
 // Building that index is the upgrade's cost: the migration blocks the
 // messages table while it reads it (see migrations/0017_priority.sql).
 //
-// In the log mode (schema version 18) a level is a stream: a message of
+// In the log mode (schema versions 18 and 19) a level is a stream: a message of
 // level 0 goes to its queue's own stream, as before, and one of level p
 // above 0 to the stream '~p<p>:<queue>', read in batches by snapshot
 // through a cursor of its own, so levels add no update and no dead tuple.
 // A claim reads the level streams highest first, then the queue's own,
 // then its subscribed topics'; it looks at the level streams' cursors only
 // when one probe (an index scan per partition) finds a row in them, so a
-// queue that uses level 0 only pays that probe. The row keeps its level
+// queue that uses level 0 only pays that probe, and (schema version 19)
+// reads a level stream only when a probe finds a row its cursor has not
+// passed, so a drained level costs a claim one statement. The row keeps its level
 // (a column), so a retry is appended to its level's stream, and a timer (a
 // delayed message, a retry with a delay), a redelivery after an expired
 // lease, a dead letter and its replay keep it. What is not ordered by

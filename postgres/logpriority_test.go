@@ -277,3 +277,53 @@ func TestPriorityLogRotation(t *testing.T) {
 func TestPriorityLogCompeting(t *testing.T) {
 	checkCompetingLevels(t, postgres.ModeLog, 150, 5)
 }
+
+// TestPriorityLogLateCommit: a claim skips a level stream only when its
+// cursor has passed every row (schema version 19), and a row of a
+// transaction that was in progress when the cursor's batch was taken, and
+// commits after a later transaction's row was read, is still found: the
+// next claim hands it out ahead of the level 0 backlog.
+func TestPriorityLogLateCommit(t *testing.T) {
+	pool := testPool(t)
+	schema := migratedSchema(t, pool)
+	d := newDriver(t, pool, postgres.Options{Schema: schema, Mode: postgres.ModeLog})
+	ctx := ctxT(t, 60*time.Second)
+	q := "loglate-" + randHex(4)
+	if _, err := d.Enqueue(ctx, q, []backend.Message{levelMsg(0), levelMsg(0), levelMsg(0)}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	late := levelMsg(3)
+	if _, err := d.EnqueueTx(ctx, tx, q, []backend.Message{late}); err != nil {
+		t.Fatalf("EnqueueTx: %v", err)
+	}
+	early := levelMsg(3)
+	if _, err := d.Enqueue(ctx, q, []backend.Message{early}); err != nil {
+		t.Fatal(err)
+	}
+	recv := func(what string) backend.Delivery {
+		t.Helper()
+		ds, err := d.Receive(ctx, q, backend.ReceiveParams{Max: 1, Lease: time.Minute})
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("Receive (%s): %d, %v", what, len(ds), err)
+		}
+		if _, err := d.Ack(ctx, []backend.Ref{{Queue: q, ID: ds[0].ID, Receipt: ds[0].Receipt}}); err != nil {
+			t.Fatalf("Ack (%s): %v", what, err)
+		}
+		return ds[0]
+	}
+	if got := recv("the committed level 3 message"); got.ID != early.ID {
+		t.Fatalf("first Receive got %s at level %d; want the committed level 3 message %s", got.ID, got.Priority, early.ID)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := recv("the late level 3 message"); got.ID != late.ID || got.Priority != 3 {
+		t.Fatalf("after the older transaction committed, Receive got %s at level %d; want its level 3 message %s ahead of level 0",
+			got.ID, got.Priority, late.ID)
+	}
+}
