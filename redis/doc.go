@@ -222,6 +222,11 @@
 // Extend's consumers and the dedup index name an entry of level l as
 // "l:<stream id>", as stream ids of two streams may be equal. Every level's
 // stream shares the queue's hash tag, so this works on Redis Cluster.
+// QueueStats counts the ready messages of each level (ReadyByPriority):
+// each level's stream, and the level of each due delayed message, read
+// from its record; it leaves them uncounted (nil) while more than 1,000
+// delayed messages are due at once, or a subscription has topic events it
+// has not copied yet.
 //
 // What it costs a queue that never uses levels: none of their keys exist,
 // and a claim and each settle check them with one EXISTS of the three
