@@ -219,8 +219,8 @@ func (c *Client) Ping(ctx context.Context) error {
 
 // QueueList returns the names of the queues that hold a message (ready,
 // delayed or leased) or a dead letter, sorted; a queue that holds nothing may
-// be listed too. Drivers that cannot list queues (RabbitMQ over AMQP) return
-// ErrUnsupported.
+// be listed too. Drivers that cannot list queues (RabbitMQ without its
+// management API, fila_management_url) return ErrUnsupported.
 func (c *Client) QueueList(ctx context.Context) ([]string, error) {
 	ql, ok := c.drv.(backend.QueueLister)
 	if !ok {

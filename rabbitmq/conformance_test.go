@@ -3,6 +3,8 @@ package rabbitmq_test
 import (
 	"context"
 	"net/url"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,33 +15,59 @@ import (
 	"github.com/fila-go/fila/rabbitmq"
 )
 
-// TestConformance runs the shared suite against the real RabbitMQ.
+// TestConformance runs the shared suite against the real RabbitMQ, with
+// the management API (fila_management_url) where one is named (always
+// under CI): queue and subscription listing are then tested too.
 func TestConformance(t *testing.T) {
-	runConformance(t, testenv.RabbitMQURL(t))
+	raw := testenv.RabbitMQURL(t)
+	if os.Getenv(testenv.RabbitMQManagementEnv) != "" || os.Getenv("CI") != "" {
+		raw = withManagement(t, raw, testenv.RabbitMQManagementURL(t))
+	}
+	runConformance(t, raw)
 }
 
 // TestConformanceCluster runs the suite against the 3-node RabbitMQ cluster
-// scripts/clusters starts, its quorum queues replicated on every node.
+// scripts/clusters starts, its quorum queues replicated on every node,
+// without the management API (listing answers ErrUnsupported).
 func TestConformanceCluster(t *testing.T) {
 	runConformance(t, testenv.RabbitMQClusterURL(t))
 }
 
+// withManagement returns the AMQP URL raw with fila_management_url set to
+// api.
+func withManagement(t *testing.T, raw, api string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("fila_management_url", api)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 func runConformance(t *testing.T, raw string) {
 	tr := newTracker(t, raw)
+	missing := map[conformance.Feature]string{
+		conformance.FeatureDedup:            "RabbitMQ has no atomic check of a key over a queue's pending messages",
+		conformance.FeatureTxEnqueue:        "AMQP transactions are not a caller-owned transaction over other data",
+		conformance.FeatureAtomicBatch:      "a failed batch publish may have stored some of its messages",
+		conformance.FeatureOldestReady:      "RabbitMQ does not report the age of a queue's head without the management plugin",
+		conformance.FeatureDeadByKind:       "counting dead letters by kind would need reading the whole dead queue",
+		conformance.FeatureQueueList:        "AMQP 0-9-1 has no way to list queues (without fila_management_url)",
+		conformance.FeatureMarkList:         "a mark is a queue, and AMQP 0-9-1 has no way to list queues (the driver does not use the management plugin)",
+		conformance.FeatureTopicList:        "a subscription is bindings to the topic's exchanges, and AMQP 0-9-1 has no way to list bindings (without fila_management_url)",
+		conformance.FeatureTopicDelayCounts: "a delayed topic copy waits in the subscription's main queue, counted as ready, until the subscription's consumer moves it to its delay queue",
+		conformance.FeatureTopicQueueDelete: "a subscription is bindings of the queue, which RabbitMQ deletes with the queue: subscribe again after QueueDelete",
+	}
+	if strings.Contains(raw, "fila_management_url=") {
+		delete(missing, conformance.FeatureQueueList)
+		delete(missing, conformance.FeatureTopicList)
+	}
 	conformance.Run(t, conformance.Harness{
-		Open: func(ctx context.Context) (backend.Driver, error) { return tr.open(ctx) },
-		Missing: map[conformance.Feature]string{
-			conformance.FeatureDedup:            "RabbitMQ has no atomic check of a key over a queue's pending messages",
-			conformance.FeatureTxEnqueue:        "AMQP transactions are not a caller-owned transaction over other data",
-			conformance.FeatureAtomicBatch:      "a failed batch publish may have stored some of its messages",
-			conformance.FeatureOldestReady:      "RabbitMQ does not report the age of a queue's head without the management plugin",
-			conformance.FeatureDeadByKind:       "counting dead letters by kind would need reading the whole dead queue",
-			conformance.FeatureQueueList:        "AMQP 0-9-1 has no way to list queues, and the driver does not use the management plugin",
-			conformance.FeatureMarkList:         "a mark is a queue, and AMQP 0-9-1 has no way to list queues (the driver does not use the management plugin)",
-			conformance.FeatureTopicList:        "a subscription is bindings to the topic's exchanges, and AMQP 0-9-1 has no way to list bindings (the driver does not use the management plugin)",
-			conformance.FeatureTopicDelayCounts: "a delayed topic copy waits in the subscription's main queue, counted as ready, until the subscription's consumer moves it to its delay queue",
-			conformance.FeatureTopicQueueDelete: "a subscription is bindings of the queue, which RabbitMQ deletes with the queue: subscribe again after QueueDelete",
-		},
+		Open:            func(ctx context.Context) (backend.Driver, error) { return tr.open(ctx) },
+		Missing:         missing,
 		RedeliveryBound: 3 * time.Second,
 		WakeupBound:     time.Second,
 	})

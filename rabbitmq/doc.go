@@ -46,6 +46,10 @@
 //	                                  (Options.ConnectionName)
 //	fila_hosts              —         the other nodes of a cluster, host:port,host:port
 //	                                  (Options.Hosts)
+//	fila_management_url     —         the management plugin's HTTP API, http(s)://host:15672,
+//	                                  without credentials (the amqp URL's are used): with it
+//	                                  QueueList and TopicSubscriptions answer
+//	                                  (Options.ManagementURL)
 //	heartbeat,              amqp091   passed to amqp091-go
 //	connection_timeout,
 //	channel_max,
@@ -204,8 +208,9 @@
 // republish. Until a Receive on the subscription moves it, a waiting copy
 // counts as Ready in QueueStats, and ReceiveDelayed does not see it.
 //
-// A topic's subscriptions cannot be listed (TopicSubscriptions returns
-// fila.ErrUnsupported): they are bindings, which AMQP 0-9-1 cannot list.
+// A topic's subscriptions are bindings, which AMQP 0-9-1 cannot list:
+// TopicSubscriptions reads them from the management API
+// (fila_management_url) and returns fila.ErrUnsupported without it.
 // Nothing deletes a topic's exchanges; they are small. Deleting P.T:topic
 // by hand ends the subscriptions without a pattern (the next subscribe or
 // publish of this driver declares it again, with its binding to
@@ -335,11 +340,13 @@
 //     (FeatureAtomicBatch).
 //   - the oldest ready age and dead letters per kind in stats
 //     (FeatureOldestReady, FeatureDeadByKind).
-//   - queue listing (FeatureQueueList) and mark listing (FeatureMarkList),
-//     hence MessageCancel: AMQP 0-9-1 cannot list queues and the driver
-//     does not use the management plugin. Queue pause works.
-//   - subscription listing (FeatureTopicList): AMQP 0-9-1 cannot list
-//     bindings. Topics work.
+//   - queue listing (FeatureQueueList) and subscription listing
+//     (FeatureTopicList) without fila_management_url: AMQP 0-9-1 cannot
+//     list queues or bindings (with it, both pass; the single-node run
+//     uses it, the cluster run does not).
+//   - mark listing (FeatureMarkList), hence MessageCancel: a mark's queue
+//     is named by a hash of the mark, so even the management API's list
+//     of queues cannot give its name back. Queue pause works.
 //   - exact stats of delayed topic copies (FeatureTopicDelayCounts): a
 //     delayed copy counts as Ready until a Receive of its subscription
 //     moves it to a delay queue (see Topics).

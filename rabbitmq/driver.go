@@ -49,6 +49,9 @@ type Driver struct {
 	// deadScans serializes this instance's dead-letter scans per queue (see
 	// lockDeadScan).
 	deadScans scanLocks
+	// mgmt is the management API's client, nil without
+	// Options.ManagementURL (management.go).
+	mgmt *mgmt
 
 	wg sync.WaitGroup // background goroutines
 
@@ -82,9 +85,14 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	m, err := newMgmt(o)
+	if err != nil {
+		return nil, err
+	}
 	var nb [6]byte
 	_, _ = rand.Read(nb[:])
 	d := &Driver{
+		mgmt:         m,
 		opts:         o,
 		log:          o.Logger.With(slog.String("driver", "rabbitmq")),
 		outage:       outagelog.New(o.Logger.With(slog.String("driver", "rabbitmq"))),

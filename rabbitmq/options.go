@@ -79,6 +79,14 @@ type Options struct {
 	// TLS, when set, is used for amqps URLs instead of the configuration
 	// built from the URL's certfile/keyfile/cacertfile parameters.
 	TLS *tls.Config
+	// ManagementURL is the address of the management plugin's HTTP API,
+	// such as http://127.0.0.1:15672 (default: none). With it, QueueList
+	// and TopicSubscriptions answer (AMQP 0-9-1 cannot list queues or
+	// bindings); without it they return fila.ErrUnsupported. Its requests
+	// use URL's user and password unless ManagementURL has a user part
+	// of its own; the URL parameter fila_management_url takes none (put
+	// the credentials in the amqp URL). URL parameter fila_management_url.
+	ManagementURL string
 	// Logger receives the driver's own events (reconnections, background
 	// failures). Default slog.Default().
 	Logger *slog.Logger
@@ -147,7 +155,7 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 // Open opens a driver from an amqp:// or amqps:// URL. Parameters starting
 // with "fila_" configure the driver (fila_prefix, fila_prefetch,
 // fila_buffer_idle, fila_reconnect_max, fila_reconnect_wait,
-// fila_connection_name, fila_hosts; see Options);
+// fila_connection_name, fila_hosts, fila_management_url; see Options);
 // amqp091-go's own parameters (heartbeat, connection_timeout, channel_max,
 // auth_mechanism, certfile, keyfile, cacertfile,
 // server_name_indication) pass through to it; anything else is ErrInvalid.
@@ -163,6 +171,12 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 	o.ReconnectMax = p.Duration("fila_reconnect_max", DefaultReconnectMax)
 	o.ReconnectWait = p.Duration("fila_reconnect_wait", DefaultReconnectWait)
 	o.ConnectionName = p.String("fila_connection_name", "fila")
+	o.ManagementURL = p.String("fila_management_url", "")
+	if mu, err := url.Parse(o.ManagementURL); o.ManagementURL != "" && (err != nil || mu.User != nil) {
+		// A password in a query parameter would be quoted wherever the
+		// URL is (redaction knows the amqp URL's user part).
+		return nil, backend.Invalidf("rabbitmq: fila_management_url must be a plain http(s)://host:port without a user part or a password (the driver uses the amqp URL's credentials)")
+	}
 	if hosts := p.String("fila_hosts", ""); hosts != "" {
 		for _, h := range strings.Split(hosts, ",") {
 			if h = strings.TrimSpace(h); h != "" {

@@ -3,7 +3,6 @@ package rabbitmq
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -233,10 +232,29 @@ func (s *session) oneShot(ctx context.Context, fn func(ch *amqp.Channel) error) 
 	return err
 }
 
-// TopicSubscriptions is not supported: a topic's subscriptions are its
-// exchanges' bindings, which AMQP 0-9-1 cannot list.
+// TopicSubscriptions lists topic's subscriptions from its exchanges'
+// bindings, which AMQP 0-9-1 cannot list: it asks the management API
+// (Options.ManagementURL), and without it returns fila.ErrUnsupported.
 func (d *Driver) TopicSubscriptions(ctx context.Context, topic string) ([]backend.Subscription, error) {
-	return nil, fmt.Errorf("%w: rabbitmq: AMQP 0-9-1 cannot list bindings; the driver does not use the management plugin", backend.ErrUnsupported)
+	if d.isClosed() {
+		return nil, backend.ErrClosed
+	}
+	tn, err := d.topicExchanges(topic)
+	if err != nil {
+		return nil, err
+	}
+	if d.mgmt == nil {
+		return nil, fromManagement("list a topic's subscriptions (they are bindings)")
+	}
+	fan, err := d.mgmt.bindingsFrom(ctx, tn.fanout)
+	if err != nil {
+		return nil, err
+	}
+	route, err := d.mgmt.bindingsFrom(ctx, tn.route)
+	if err != nil {
+		return nil, err
+	}
+	return d.subscriptionsFromBindings(fan, route), nil
 }
 
 // TopicPublish publishes each message once to topic's fanout exchange,

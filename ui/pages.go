@@ -242,9 +242,9 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	if !canList {
 		if len(h.o.Queues) == 0 {
-			v.Note = "The " + h.driver + " broker cannot list its queues: name the queues to show (Options.Queues, or fila ui --queue)."
+			v.Note = "The " + h.driver + " broker cannot list its queues: name the queues to show (Options.Queues, or fila ui --queue), or, on RabbitMQ, add fila_management_url to its URL."
 		} else {
-			v.Note = "The " + h.driver + " broker cannot list its queues: showing the configured ones."
+			v.Note = "The " + h.driver + " broker cannot list its queues (on RabbitMQ, add fila_management_url to its URL): showing the configured ones."
 		}
 	}
 	v.Queues = make([]queueCard, len(names))

@@ -130,7 +130,8 @@
 // unless --yes; where the driver lists subscriptions it refuses (exit 1) a
 // queue that is no subscription of the topic and holds anything, and prints
 // "nothing to do" for one that holds nothing. fila topic list exits 4 on
-// RabbitMQ, which cannot list a topic's subscriptions over AMQP, and says
+// RabbitMQ without fila_management_url (AMQP cannot list a topic's
+// subscriptions), and says
 // where to look instead; a topic without subscriptions gets a warning.
 // fila topic rewind (fila.Client.TopicRewind) delivers a subscription's
 // copies of the messages published from a point in time again; only
@@ -140,8 +141,8 @@
 // 4 for every topic command.
 //
 // fila queue list and fila stats --all need a driver that can list its
-// queues (backend.QueueLister): RabbitMQ cannot over AMQP, so name its
-// queues. fila queue delete removes a queue with its messages, dead letters
+// queues (backend.QueueLister): RabbitMQ can only through its management
+// API (fila_management_url), so without it name its queues. fila queue delete removes a queue with its messages, dead letters
 // and broker structures; without --force it refuses a queue that holds
 // anything, and it asks for a y/N confirmation unless --yes.
 //

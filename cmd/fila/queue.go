@@ -26,8 +26,9 @@ func newQueueListCmd(a *app) *cobra.Command {
 		Short: "Print the names of the queues that hold messages or dead letters",
 		Long: `Print, one per line and sorted, the names of the queues that hold a ready,
 delayed or leased message or a dead letter (some brokers also list queues
-that were emptied but not deleted). RabbitMQ cannot list its queues over
-AMQP: there the command exits 4. With --json the document also names the
+that were emptied but not deleted). RabbitMQ lists its queues only through
+its management API (fila_management_url in its URL): without it the command
+exits 4. With --json the document also names the
 paused queues ("paused", left out when the driver cannot pause queues);
 fila stats --all shows them too.`,
 		Example: `  fila queue list

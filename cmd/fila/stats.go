@@ -45,14 +45,15 @@ the JSON, where the process knows of some), as in fila ui. Paused queues
 
 A queue named on the command line that holds nothing gets a warning on
 standard error when the broker lists no such queue (a misspelt name reads
-as an empty queue), or cannot list its queues (RabbitMQ).
+as an empty queue), or cannot list its queues (RabbitMQ without fila_management_url).
 
 --watch refreshes every 2s (or --watch=10s); on a terminal the table is
 redrawn in place, otherwise each refresh is printed after the last (one JSON
 document per line with --json). Stop with Ctrl-C.
 
 --all shows every queue the broker holds (fila queue list), read again at each
-refresh; RabbitMQ cannot list its queues, so there name them.`,
+refresh; RabbitMQ lists its queues only through its management API
+(fila_management_url in its URL): otherwise name them.`,
 		Example: `  fila stats emails reports
   fila stats --all
   fila stats --json emails

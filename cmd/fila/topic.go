@@ -235,8 +235,8 @@ func newTopicListCmd(a *app) *cobra.Command {
 takes only some kinds is followed by its patterns, each after a tab; a queue
 alone on its line takes every kind. A topic without subscriptions prints
 nothing and gets a warning on standard error (a misspelt topic has none
-either). RabbitMQ cannot list subscriptions over AMQP: there the command
-exits 4.`,
+either). RabbitMQ lists subscriptions only through its management API
+(fila_management_url in its URL): without it the command exits 4.`,
 		Example: `  fila topic list orders`,
 		Args:    topicArgs("list", false),
 		RunE: func(cmd *cobra.Command, args []string) error {

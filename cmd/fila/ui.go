@@ -65,7 +65,8 @@ users of the machine cannot read in the process list. Neither is ever
 printed or logged. After five wrong credentials from one address, each
 further attempt waits, longer each time (429 Too Many Requests).
 
-RabbitMQ cannot list its queues: name them with --queue (repeatable). The
+RabbitMQ lists its queues only through its management API (fila_management_url
+in its URL): otherwise name them with --queue (repeatable). The
 p95 run time charts need the workers' run times, which only a dashboard
 mounted in the worker's own process has (see package ui).
 

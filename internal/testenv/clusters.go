@@ -55,3 +55,23 @@ func formURL(tb testing.TB, name, env string) string {
 	tb.Skipf("testenv: no %s: set %s (eval \"$(scripts/clusters)\"); %s", name, env, servicesHint)
 	return ""
 }
+
+// RabbitMQManagementEnv holds the address of the management plugin's HTTP
+// API of the RabbitMQ behind FILA_TEST_RABBITMQ_URL, for example
+// http://127.0.0.1:15672 (scripts/services enables the plugin).
+const RabbitMQManagementEnv = "FILA_TEST_RABBITMQ_MANAGEMENT_URL"
+
+// RabbitMQManagementURL returns the management API's address of the test
+// RabbitMQ, or skips the test (fails it when CI is set) when none is named.
+func RabbitMQManagementURL(tb testing.TB) string {
+	tb.Helper()
+	if u := os.Getenv(RabbitMQManagementEnv); u != "" {
+		return u
+	}
+	if os.Getenv("CI") != "" {
+		tb.Fatalf("testenv: no RabbitMQ management API: CI is set and %s is empty (run eval \"$(scripts/services)\")", RabbitMQManagementEnv)
+	}
+	skips.Record("RabbitMQ management API", fmt.Sprintf("set %s (eval \"$(scripts/services)\"); %s", RabbitMQManagementEnv, servicesHint))
+	tb.Skipf("testenv: no RabbitMQ management API: set %s (eval \"$(scripts/services)\"); %s", RabbitMQManagementEnv, servicesHint)
+	return ""
+}

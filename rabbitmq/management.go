@@ -1,0 +1,240 @@
+package rabbitmq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+)
+
+// The management plugin's HTTP API (Options.ManagementURL) answers what
+// AMQP 0-9-1 cannot: which queues exist (QueueList) and which bindings an
+// exchange has (TopicSubscriptions). The driver reads nothing else from it:
+// every message operation stays on AMQP, and without a management URL these
+// two calls return fila.ErrUnsupported, as before.
+//
+// The requests carry the AMQP URL's user and password (the management
+// URL's own, when Options.ManagementURL has a user part) in an
+// Authorization header; the URL they are sent to, which errors quote, has
+// no user part.
+
+// mgmtTimeout bounds one management request when the caller's context has
+// no deadline.
+const mgmtTimeout = 10 * time.Second
+
+// mgmt is a client of the management API.
+type mgmt struct {
+	base  string // scheme://host:port/path, no user part, no trailing slash
+	user  string
+	pass  string
+	vhost string
+	http  *http.Client
+}
+
+// newMgmt builds the management client of o, or nil without a management
+// URL.
+func newMgmt(o Options) (*mgmt, error) {
+	if o.ManagementURL == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(o.ManagementURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, backend.Invalidf("rabbitmq: management URL %q: want http://host:port or https://host:port (the management plugin's address)",
+			backend.RedactURL(o.ManagementURL))
+	}
+	uri, err := amqp.ParseURI(o.URL)
+	if err != nil {
+		return nil, backend.Invalidf("rabbitmq URL: %v", err)
+	}
+	m := &mgmt{user: uri.Username, pass: uri.Password, vhost: uri.Vhost, http: &http.Client{}}
+	if u.User != nil {
+		m.user = u.User.Username()
+		m.pass, _ = u.User.Password()
+		u.User = nil
+	}
+	if m.vhost == "" {
+		m.vhost = "/"
+	}
+	if o.TLS != nil && u.Scheme == "https" {
+		m.http.Transport = &http.Transport{TLSClientConfig: o.TLS}
+	}
+	u.RawQuery, u.Fragment = "", ""
+	m.base = strings.TrimSuffix(u.String(), "/")
+	return m, nil
+}
+
+// get fetches path (below /api, with the vhost already in it) into out.
+func (m *mgmt) get(ctx context.Context, path string, out any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, mgmtTimeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.base+"/api/"+path, nil)
+	if err != nil {
+		return backend.Invalidf("rabbitmq: management request: %v", err)
+	}
+	req.SetBasicAuth(m.user, m.pass)
+	resp, err := m.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: rabbitmq: management API at %s: %v (is the management plugin enabled? rabbitmq-plugins enable rabbitmq_management)",
+			backend.ErrUnavailable, m.base, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("%w: rabbitmq: management API at %s refused the AMQP URL's user (HTTP %d): give that user the management tag, or give Options.ManagementURL a user of its own",
+			fila.ErrInvalid, m.base, resp.StatusCode)
+	case resp.StatusCode == http.StatusNotFound:
+		return errNotFound
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("%w: rabbitmq: management API at %s answered HTTP %d to GET /api/%s",
+			backend.ErrUnavailable, m.base, resp.StatusCode, path)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(out); err != nil {
+		return fmt.Errorf("%w: rabbitmq: management API at %s: reading GET /api/%s: %v", backend.ErrUnavailable, m.base, path, err)
+	}
+	return nil
+}
+
+// errNotFound is a management API 404: the object does not exist.
+var errNotFound = errors.New("rabbitmq: management API: not found")
+
+// queueNames returns the names of the vhost's queues.
+func (m *mgmt) queueNames(ctx context.Context) ([]string, error) {
+	var qs []struct {
+		Name string `json:"name"`
+	}
+	if err := m.get(ctx, "queues/"+url.PathEscape(m.vhost)+"?columns=name", &qs); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(qs))
+	for i, q := range qs {
+		names[i] = q.Name
+	}
+	return names, nil
+}
+
+// mgmtBinding is one binding of an exchange, as the API lists it.
+type mgmtBinding struct {
+	Destination     string `json:"destination"`
+	DestinationType string `json:"destination_type"`
+	RoutingKey      string `json:"routing_key"`
+}
+
+// bindingsFrom returns the bindings whose source is the exchange name; none
+// when it does not exist.
+func (m *mgmt) bindingsFrom(ctx context.Context, name string) ([]mgmtBinding, error) {
+	var bs []mgmtBinding
+	err := m.get(ctx, "exchanges/"+url.PathEscape(m.vhost)+"/"+url.PathEscape(name)+"/bindings/source", &bs)
+	if errors.Is(err, errNotFound) {
+		return nil, nil
+	}
+	return bs, err
+}
+
+// fromManagement is the error of a call that needs the management API
+// when the driver has no management URL.
+func fromManagement(what string) error {
+	return fmt.Errorf("%w: rabbitmq: AMQP 0-9-1 cannot %s; give the driver the management plugin's address (fila_management_url, Options.ManagementURL)",
+		backend.ErrUnsupported, what)
+}
+
+// QueueList returns the Fila queues that have a RabbitMQ queue under the
+// driver's prefix (a main queue, a level's, a delay queue, the dead
+// letters, a mark), from the management API; without a management URL it
+// returns fila.ErrUnsupported. A queue that was used and holds nothing is
+// listed as long as its main queue exists.
+func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
+	if d.isClosed() {
+		return nil, backend.ErrClosed
+	}
+	if d.mgmt == nil {
+		return nil, fromManagement("list queues")
+	}
+	all, err := d.mgmt.queueNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range all {
+		q, ok := d.filaQueue(n)
+		if ok && !seen[q] {
+			seen[q] = true
+			out = append(out, q)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// filaQueue returns the Fila queue a broker object of this driver's prefix
+// belongs to: the part of its name between the prefix and the first ':'
+// (Fila names have none), when that is a valid queue name.
+func (d *Driver) filaQueue(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, d.opts.Prefix+".")
+	if !ok {
+		return "", false
+	}
+	q, _, _ := strings.Cut(rest, ":")
+	if fila.ValidateQueueName(q) != nil {
+		return "", false
+	}
+	return q, true
+}
+
+// subscriptionsFromBindings returns a topic's subscriptions from the
+// bindings of its exchanges: P.T:topic binds each subscription without a
+// pattern (its router P.Q:levels, or its main queue P.Q for one made
+// before levels), P.T:route each pattern subscription's P.Q:sub:H, its
+// pattern as the key. A queue bound both ways takes every kind.
+func (d *Driver) subscriptionsFromBindings(topic []mgmtBinding, route []mgmtBinding) []backend.Subscription {
+	all := map[string]bool{}
+	pats := map[string][]string{}
+	for _, b := range topic {
+		name := strings.TrimSuffix(b.Destination, routerSuffix)
+		if b.DestinationType == "queue" {
+			name = b.Destination
+		}
+		if q, ok := d.filaQueue(name); ok && (name == d.opts.Prefix+"."+q) {
+			all[q] = true
+		}
+	}
+	for _, b := range route {
+		q, ok := d.filaQueue(b.Destination)
+		if !ok || b.DestinationType != "exchange" || !strings.Contains(b.Destination, subInfix) {
+			continue
+		}
+		if !slices.Contains(pats[q], b.RoutingKey) {
+			pats[q] = append(pats[q], b.RoutingKey)
+		}
+	}
+	var out []backend.Subscription
+	for q := range all {
+		out = append(out, backend.Subscription{Queue: q})
+	}
+	for q, ps := range pats {
+		if all[q] {
+			continue
+		}
+		slices.Sort(ps)
+		out = append(out, backend.Subscription{Queue: q, Patterns: ps})
+	}
+	slices.SortFunc(out, func(a, b backend.Subscription) int { return strings.Compare(a.Queue, b.Queue) })
+	return out
+}
