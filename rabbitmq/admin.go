@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,8 +23,8 @@ import (
 //     level they carry.
 //   - Delayed: the ready counts of the delay queues, of every level, this
 //     instance has published to since it started; delay queues only other
-//     instances used are not seen (there is no way to list queues without
-//     the management plugin).
+//     instances used are not seen, unless the driver has the management
+//     API (Options.ManagementURL), which names them all.
 //   - Leased: this instance's current leases only.
 //   - Dead: the dead-letter queue's count.
 //
@@ -48,6 +49,19 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		// the counts are read. The next Receive starts a new consumer.
 		p.stopIdleConsumer(p.current(), false)
 		cs = p.current()
+	}
+	buckets := d.buckets(queue)
+	if d.mgmt != nil {
+		// Every delay queue, whoever created it, by name.
+		more, err := d.mgmt.delayQueues(ctx, n)
+		if err != nil {
+			return backend.Stats{}, err
+		}
+		for _, b := range more {
+			if !slices.Contains(buckets, b) {
+				buckets = append(buckets, b)
+			}
+		}
 	}
 	for try := 0; ; try++ {
 		// The broker's counts and this instance's buffer are read at
@@ -79,7 +93,7 @@ func (d *Driver) QueueStats(ctx context.Context, queue string) (backend.Stats, e
 		if st.Dead, err = s.count(ctx, n.dead); err != nil {
 			return backend.Stats{}, err
 		}
-		for _, b := range d.buckets(queue) {
+		for _, b := range buckets {
 			c, err := s.count(ctx, n.delayAt(b.level, b.ms))
 			if err != nil {
 				return backend.Stats{}, err

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,10 +21,13 @@ import (
 )
 
 // The management plugin's HTTP API (Options.ManagementURL) answers what
-// AMQP 0-9-1 cannot: which queues exist (QueueList) and which bindings an
-// exchange has (TopicSubscriptions). The driver reads nothing else from it:
-// every message operation stays on AMQP, and without a management URL these
-// two calls return fila.ErrUnsupported, as before.
+// AMQP 0-9-1 cannot: which queues exist (QueueList, and the delay queues
+// QueueStats counts) and which bindings an exchange has
+// (TopicSubscriptions). The driver reads only names from it: the API's
+// message counts are sampled (every 5 s by default), so counts stay
+// passive declares, which answer at once, and every message operation
+// stays on AMQP. Without a management URL, QueueList and
+// TopicSubscriptions return fila.ErrUnsupported, as before.
 //
 // The requests carry the AMQP URL's user and password (the management
 // URL's own, when Options.ManagementURL has a user part) in an
@@ -114,19 +119,64 @@ func (m *mgmt) get(ctx context.Context, path string, out any) error {
 // errNotFound is a management API 404: the object does not exist.
 var errNotFound = errors.New("rabbitmq: management API: not found")
 
-// queueNames returns the names of the vhost's queues.
-func (m *mgmt) queueNames(ctx context.Context) ([]string, error) {
-	var qs []struct {
-		Name string `json:"name"`
+// mgmtPage is how many queue names one request of queueNames asks for.
+const mgmtPage = 500
+
+// queueNames returns the names of the vhost's queues that match the
+// regular expression re (the broker's: PCRE), a page of mgmtPage at a
+// time.
+func (m *mgmt) queueNames(ctx context.Context, re string) ([]string, error) {
+	var names []string
+	for page := 1; ; page++ {
+		var r struct {
+			Items []struct {
+				Name string `json:"name"`
+			} `json:"items"`
+			PageCount int `json:"page_count"`
+		}
+		q := url.Values{"page": {strconv.Itoa(page)}, "page_size": {strconv.Itoa(mgmtPage)},
+			"name": {re}, "use_regex": {"true"}, "columns": {"name"}}
+		if err := m.get(ctx, "queues/"+url.PathEscape(m.vhost)+"?"+q.Encode(), &r); err != nil {
+			return nil, err
+		}
+		for _, it := range r.Items {
+			names = append(names, it.Name)
+		}
+		if page >= r.PageCount {
+			return names, nil
+		}
 	}
-	if err := m.get(ctx, "queues/"+url.PathEscape(m.vhost)+"?columns=name", &qs); err != nil {
+}
+
+// delayQueues returns the delay queues of every level of the Fila queue n
+// names that exist, whoever created them, with their levels and delays.
+func (m *mgmt) delayQueues(ctx context.Context, n names) ([]bucket, error) {
+	all, err := m.queueNames(ctx, "^"+regexp.QuoteMeta(n.main)+"(:delay:|:p[1-3]:)[0-9]+$")
+	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(qs))
-	for i, q := range qs {
-		names[i] = q.Name
+	var out []bucket
+	for _, name := range all {
+		rest := strings.TrimPrefix(name, n.main)
+		var b bucket
+		var ms string
+		switch {
+		case strings.HasPrefix(rest, delayInfix):
+			ms = rest[len(delayInfix):]
+		case len(rest) > 4 && strings.HasPrefix(rest, levelInfix) && rest[3] == ':':
+			b.level = int(rest[2] - '0')
+			ms = rest[4:]
+		default:
+			continue
+		}
+		v, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil || n.delayAt(b.level, v) != name {
+			continue
+		}
+		b.ms = v
+		out = append(out, b)
 	}
-	return names, nil
+	return out, nil
 }
 
 // mgmtBinding is one binding of an exchange, as the API lists it.
@@ -166,7 +216,7 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 	if d.mgmt == nil {
 		return nil, fromManagement("list queues")
 	}
-	all, err := d.mgmt.queueNames(ctx)
+	all, err := d.mgmt.queueNames(ctx, "^"+regexp.QuoteMeta(d.opts.Prefix+"."))
 	if err != nil {
 		return nil, err
 	}

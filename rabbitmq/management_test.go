@@ -170,3 +170,34 @@ func TestManagementCredentials(t *testing.T) {
 		t.Errorf("New with a management URL that is not http(s): %v; want ErrInvalid", err)
 	}
 }
+
+// With the management API, QueueStats counts the delay queues another
+// instance created (it names them); without it, an instance sees only
+// the delay queues it published to.
+func TestManagementDelayedCounts(t *testing.T) {
+	api := testenv.RabbitMQManagementURL(t)
+	q := uniqueQueue(t)
+	a := openWith(t, rabbitmq.Options{})
+	withAPI := openWith(t, rabbitmq.Options{ManagementURL: api})
+	without := openWith(t, rabbitmq.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = a.QueueDelete(ctx, q)
+	})
+	_, err := a.Enqueue(ctx, q, []backend.Message{
+		{ID: "late0", Kind: "k", MaxAttempts: 1, Delay: time.Hour},
+		{ID: "late2", Kind: "k", MaxAttempts: 1, Delay: 2 * time.Hour, Priority: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := withAPI.QueueStats(ctx, q); err != nil || st.Delayed != 2 {
+		t.Errorf("QueueStats through an instance with the management API = %+v, %v; want 2 delayed", st, err)
+	}
+	if st, err := without.QueueStats(ctx, q); err != nil || st.Delayed != 0 {
+		t.Errorf("QueueStats through an instance without it = %+v, %v; want 0 delayed (it cannot see delay queues it did not use)", st, err)
+	}
+}
