@@ -367,6 +367,7 @@ func (d *Driver) Close() error {
 	d.closed = true
 	close(d.closeCh)
 	unregister(d)
+	d.mgmt.close()
 	ps := make([]*puller, 0, len(d.pullers))
 	for _, p := range d.pullers {
 		ps = append(ps, p)

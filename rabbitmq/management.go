@@ -62,7 +62,12 @@ func newMgmt(o Options) (*mgmt, error) {
 	if err != nil {
 		return nil, backend.Invalidf("rabbitmq URL: %v", err)
 	}
-	m := &mgmt{user: uri.Username, pass: uri.Password, vhost: uri.Vhost, http: &http.Client{}}
+	// A transport of its own, whose idle connections Close ends.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if o.TLS != nil && u.Scheme == "https" {
+		tr.TLSClientConfig = o.TLS
+	}
+	m := &mgmt{user: uri.Username, pass: uri.Password, vhost: uri.Vhost, http: &http.Client{Transport: tr}}
 	if u.User != nil {
 		m.user = u.User.Username()
 		m.pass, _ = u.User.Password()
@@ -70,9 +75,6 @@ func newMgmt(o Options) (*mgmt, error) {
 	}
 	if m.vhost == "" {
 		m.vhost = "/"
-	}
-	if o.TLS != nil && u.Scheme == "https" {
-		m.http.Transport = &http.Transport{TLSClientConfig: o.TLS}
 	}
 	u.RawQuery, u.Fragment = "", ""
 	m.base = strings.TrimSuffix(u.String(), "/")
@@ -102,8 +104,8 @@ func (m *mgmt) get(ctx context.Context, path string, out any) error {
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("%w: rabbitmq: management API at %s refused the AMQP URL's user (HTTP %d): give that user the management tag, or give Options.ManagementURL a user of its own",
-			fila.ErrInvalid, m.base, resp.StatusCode)
+		return fmt.Errorf("%w: rabbitmq: management API at %s refused user %q (HTTP %d): check its password, and give it the management or monitoring tag (rabbitmqctl set_user_tags)",
+			fila.ErrInvalid, m.base, m.user, resp.StatusCode)
 	case resp.StatusCode == http.StatusNotFound:
 		return errNotFound
 	case resp.StatusCode != http.StatusOK:
@@ -114,6 +116,13 @@ func (m *mgmt) get(ctx context.Context, path string, out any) error {
 		return fmt.Errorf("%w: rabbitmq: management API at %s: reading GET /api/%s: %v", backend.ErrUnavailable, m.base, path, err)
 	}
 	return nil
+}
+
+// close ends the client's idle connections.
+func (m *mgmt) close() {
+	if m != nil {
+		m.http.CloseIdleConnections()
+	}
 }
 
 // errNotFound is a management API 404: the object does not exist.
