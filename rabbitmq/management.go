@@ -207,10 +207,11 @@ func (m *mgmt) bindingsFrom(ctx context.Context, name string) ([]mgmtBinding, er
 }
 
 // fromManagement is the error of a call that needs the management API
-// when the driver has no management URL.
-func fromManagement(what string) error {
-	return fmt.Errorf("%w: rabbitmq: AMQP 0-9-1 cannot %s; give the driver the management plugin's address (fila_management_url, Options.ManagementURL)",
-		backend.ErrUnsupported, what)
+// when the driver has no management URL: capability names what is
+// missing, why says why AMQP cannot do it.
+func fromManagement(capability, why string) error {
+	return fmt.Errorf("%w: rabbitmq: %s needs the management plugin's API (%s): add fila_management_url=http://host:15672 to the URL (Options.ManagementURL)",
+		backend.ErrUnsupported, capability, why)
 }
 
 // QueueList returns the Fila queues that have a RabbitMQ queue under the
@@ -223,7 +224,7 @@ func (d *Driver) QueueList(ctx context.Context) ([]string, error) {
 		return nil, backend.ErrClosed
 	}
 	if d.mgmt == nil {
-		return nil, fromManagement("list queues")
+		return nil, fromManagement("queue listing", "AMQP 0-9-1 cannot list queues")
 	}
 	all, err := d.mgmt.queueNames(ctx, "^"+regexp.QuoteMeta(d.opts.Prefix+"."))
 	if err != nil {

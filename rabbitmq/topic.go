@@ -244,7 +244,7 @@ func (d *Driver) TopicSubscriptions(ctx context.Context, topic string) ([]backen
 		return nil, err
 	}
 	if d.mgmt == nil {
-		return nil, fromManagement("list a topic's subscriptions (they are bindings)")
+		return nil, fromManagement("subscription listing", "a subscription is bindings, which AMQP 0-9-1 cannot list")
 	}
 	fan, err := d.mgmt.bindingsFrom(ctx, tn.fanout)
 	if err != nil {
