@@ -78,12 +78,30 @@ func (p *pool) acquire(ctx context.Context, queue string, max int, more bool) (i
 	return n, nil
 }
 
-// idle says queue's receive came back short: it gives back its assigned
-// slots and wants none until its loop asks again.
+// idle says queue's loop stopped (or its receive failed): it gives back
+// its assigned slots and wants none until its loop asks again.
 func (p *pool) idle(queue string) {
 	p.mu.Lock()
 	p.idleLocked(p.queues[queue])
 	p.mu.Unlock()
+}
+
+// short says queue's receive came back short but not empty: the queue may
+// have run dry, or its broker handed out only what it had at hand (a
+// RabbitMQ consumer whose freed credit's message is a round trip away). It
+// keeps one assigned slot, for the single-message receive its loop makes
+// next (acquire with more false), and gives back the rest: the loop need
+// not wait for another queue's job to end before it finds out.
+func (p *pool) short(queue string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pq := p.queues[queue]
+	if pq.pending > 1 {
+		p.used -= pq.pending - 1
+		pq.pending = 1
+	}
+	pq.want = false
+	p.dispatch()
 }
 
 func (p *pool) idleLocked(pq *poolQueue) {

@@ -305,7 +305,7 @@ func (w *Worker) receiveLoop(ctx, jobBase context.Context, queue string, concurr
 		outage.Up("fila worker: receiving works again", slog.String("queue", queue))
 		free(n - len(ds)) // Client.Receive returns no more than the Max we asked
 		if short = len(ds) < n; short && w.pool != nil {
-			w.pool.idle(queue)
+			w.pool.short(queue)
 		}
 		if ctx.Err() != nil {
 			// Shutdown began while these were being received: give them
