@@ -94,20 +94,20 @@ func (p *pool) idle(queue string) {
 // not wait for another queue's job to end before it finds out.
 func (p *pool) short(queue string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	pq := p.queues[queue]
-	if pq.pending > 1 {
-		p.used -= pq.pending - 1
-		pq.pending = 1
-	}
-	pq.want = false
-	p.dispatch()
+	p.giveBackLocked(p.queues[queue], 1)
+	p.mu.Unlock()
 }
 
-func (p *pool) idleLocked(pq *poolQueue) {
+func (p *pool) idleLocked(pq *poolQueue) { p.giveBackLocked(pq, 0) }
+
+// giveBackLocked stops assigning slots to pq and gives back those assigned
+// to it beyond keep.
+func (p *pool) giveBackLocked(pq *poolQueue, keep int) {
 	pq.want = false
-	p.used -= pq.pending
-	pq.pending = 0
+	if pq.pending > keep {
+		p.used -= pq.pending - keep
+		pq.pending = keep
+	}
 	p.dispatch()
 }
 
