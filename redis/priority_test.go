@@ -164,9 +164,20 @@ func testReadyByPriorityDelayed(t *testing.T, e *env) {
 	if st, err := c.QueueStats(ctx, q); err != nil || st.Delayed != 1 || !slices.Equal(st.ReadyByPriority, []int64{0, 2, 0, 0}) {
 		t.Errorf("QueueStats before the run-at = %+v, %v; want 1 delayed, ReadyByPriority [0 2 0 0]", st, err)
 	}
-	time.Sleep(time.Until(at.Add(150 * time.Millisecond)))
-	if st, err := c.QueueStats(ctx, q); err != nil || st.Ready != 3 || !slices.Equal(st.ReadyByPriority, []int64{0, 2, 1, 0}) {
-		t.Errorf("QueueStats after the run-at = %+v, %v; want 3 ready, ReadyByPriority [0 2 1 0]", st, err)
+	// Polled until the message is due (counted ready), then its level.
+	var st fila.Stats
+	for {
+		var err error
+		if st, err = c.QueueStats(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		if st.Delayed == 0 || time.Since(at) > 10*time.Second {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.Ready != 3 || !slices.Equal(st.ReadyByPriority, []int64{0, 2, 1, 0}) {
+		t.Errorf("QueueStats after the run-at = %+v; want 3 ready, ReadyByPriority [0 2 1 0]", st)
 	}
 }
 
