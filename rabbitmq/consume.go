@@ -544,17 +544,20 @@ func (p *puller) ensure(ctx context.Context) error {
 		}
 	}
 	if old != nil {
-		// Deliveries already pushed to the old consumer still arrive (amqp091
-		// flushes them before closing its channel) and stay ackable.
-		err := cs.call(func() error { return cs.ch.Cancel(old.tag, false) })
+		// The old consumer's credit is used up, so nothing is on its way to
+		// it; the deliveries amqp091 already holds for it still arrive and
+		// stay ackable. Checked again under p.mu with the cancel: a
+		// settlement meanwhile gave it credit back, and it goes on.
+		p.mu.Lock()
+		if cs.cons != old || !cs.fullLocked() {
+			p.mu.Unlock()
+			return nil
+		}
+		err := p.cancelLocked(cs)
+		p.mu.Unlock()
 		if err != nil {
 			return mapErr(ctx, "cancel consumer", err)
 		}
-		p.mu.Lock()
-		if cs.cons == old {
-			cs.cons = nil
-		}
-		p.mu.Unlock()
 	}
 	prefetch := min(prefetchFor(demand), p.d.opts.MaxPrefetch)
 	tag := "fila-" + p.d.nonce + "-" + strconv.FormatUint(p.d.seq.Add(1), 36)
@@ -1000,10 +1003,9 @@ func (p *puller) park(cs *chanState) {
 	defer p.ensureMu.Unlock()
 	p.mu.Lock()
 	stop := p.waiters == 0 && p.cs == cs && cs.cons != nil
-	full := cs.fullLocked()
 	p.mu.Unlock()
 	if stop {
-		p.stopConsumer(cs)
+		full := p.stopConsumer(cs)
 		p.mu.Lock()
 		spare := len(cs.live) > 0 || len(cs.holes) > 0
 		p.mu.Unlock()
@@ -1074,13 +1076,11 @@ func (p *puller) stopIdleConsumer(cs *chanState, spare bool) {
 	defer p.ensureMu.Unlock()
 	p.mu.Lock()
 	still := p.cs == cs && p.waiters == 0 && cs.cons != nil && (spare || cs.fullLocked())
-	full := cs.fullLocked()
 	p.mu.Unlock()
 	if !still {
 		return
 	}
-	p.stopConsumer(cs)
-	if !full {
+	if full := p.stopConsumer(cs); !full {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := p.sweep(ctx, cs); err != nil && !p.d.isClosed() {
@@ -1089,23 +1089,46 @@ func (p *puller) stopIdleConsumer(cs *chanState, spare bool) {
 	}
 }
 
-// stopConsumer cancels cs's consumer and waits until its pushed deliveries
-// are in the buffer. Call with ensureMu held.
-func (p *puller) stopConsumer(cs *chanState) {
+// stopConsumer cancels cs's consumer and waits until the deliveries amqp091
+// holds for it are in the buffer. It reports whether the consumer was full
+// (see fullLocked) when it was cancelled: otherwise a delivery may have been
+// on its way to it, and the caller sweeps. Call with ensureMu held.
+func (p *puller) stopConsumer(cs *chanState) (full bool) {
 	p.mu.Lock()
 	c := cs.cons
-	cs.cons = nil
-	p.mu.Unlock()
-	if c == nil {
-		return
+	full = cs.fullLocked()
+	var err error
+	if c != nil {
+		err = p.cancelLocked(cs)
 	}
-	if err := cs.call(func() error { return cs.ch.Cancel(c.tag, false) }); err != nil {
-		return // the channel is gone
+	p.mu.Unlock()
+	if c == nil || err != nil {
+		return full // none, or the channel is gone
 	}
 	select {
 	case <-c.done:
 	case <-time.After(5 * time.Second):
 	}
+	return full
+}
+
+// cancelLocked cancels cs's consumer with a basic.cancel that asks for no
+// reply, under p.mu so that whether it was full (see fullLocked) holds
+// until the broker has it: no settlement frame goes out in between.
+//
+// A cancel that waits for its basic.cancel-ok can wedge the connection:
+// RabbitMQ 3.10 answers the cancel of a quorum queue's consumer twice when
+// the queue is deleted (or its node lost) at that moment (the quorum queue
+// replies, then the channel replies again after the queue's Raft server
+// exited), and amqp091's reader, finding nobody waiting for the second
+// reply, blocks on it forever: every later call on the connection hangs,
+// and so does Close. With no reply asked for, the broker sends none.
+// amqp091 forgets the consumer at once and drops any delivery that reaches
+// it later: none can when it was full; otherwise the caller sweeps.
+func (p *puller) cancelLocked(cs *chanState) error {
+	c := cs.cons
+	cs.cons = nil
+	return cs.ch.Cancel(c.tag, true)
 }
 
 func (p *puller) detachBufferLocked(cs *chanState) []*entry {

@@ -27,3 +27,22 @@ func DeleteTopicExchange(ctx context.Context, d *Driver, topic string) error {
 		return ch.ExchangeDelete(tn.fanout, false, false)
 	}))
 }
+
+// StopConsumer cancels the consumer of d's puller of queue, as parking an
+// idle puller does, and reports whether it had one.
+func StopConsumer(d *Driver, queue string) bool {
+	p := d.existingPuller(queue)
+	if p == nil {
+		return false
+	}
+	p.ensureMu.Lock()
+	defer p.ensureMu.Unlock()
+	p.mu.Lock()
+	cs := p.cs
+	had := cs != nil && cs.cons != nil
+	p.mu.Unlock()
+	if had {
+		p.stopConsumer(cs)
+	}
+	return had
+}
