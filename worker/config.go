@@ -61,6 +61,15 @@ type Config struct {
 	// lease or another consumer may run it too).
 	Heartbeat time.Duration
 
+	// Presence is how often the worker renews its presence record in each
+	// queue it serves, which PresenceList (and the dashboard, and
+	// `fila queue workers`) reads; default DefaultPresence (10s). A record
+	// expires three intervals after its last renewal, so a worker that
+	// died leaves the list within 30s by default; one that stops deletes
+	// its records. Negative records nothing. Drivers that cannot list
+	// marks (RabbitMQ) record nothing either.
+	Presence time.Duration
+
 	// Timeout bounds each job's run through its context's deadline; default
 	// DefaultTimeout (1m). Negative means no timeout. KindConfig overrides it.
 	// A job past its timeout that still has not returned stops being
@@ -194,6 +203,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Presence == 0 {
+		cfg.Presence = DefaultPresence
 	}
 	if cfg.MaxAttempts < 0 {
 		return cfg, fmt.Errorf("worker: max attempts %d is negative", cfg.MaxAttempts)

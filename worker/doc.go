@@ -187,4 +187,20 @@
 // Config.OnJobStart and Config.OnJobEnd report each job's start and end with
 // its duration and [Outcome] for metrics, and Config.Middleware wraps every
 // handler for logging, metrics or tracing.
+//
+// # Presence
+//
+// A running Worker records itself in each queue it serves: a mark in the
+// broker naming its host, process id, the queue's concurrency, the shared
+// slots and when Run began, renewed every Config.Presence (10s), deleted
+// when Run returns, and expiring three intervals after its last renewal
+// when the process died. [PresenceList] reads a queue's records, for every
+// client of the broker; the dashboard's queue page and `fila queue workers` show
+// them. It needs marks the driver can list (PostgreSQL, Redis, MongoDB,
+// memory): RabbitMQ names its mark queues by hash and cannot list them, so
+// there the worker records nothing and PresenceList returns an error
+// matching fila.ErrUnsupported. A record costs one mark write per queue per
+// interval. Records are marks anyone with access to the broker can write:
+// PresenceList replaces control characters, and displays must still treat
+// the host as untrusted text.
 package worker

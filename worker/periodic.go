@@ -265,12 +265,8 @@ func checkMarker(c *fila.Client) (backend.Marker, error) {
 	if m, ok := c.Driver().(backend.Marker); ok {
 		return m, nil
 	}
-	name := "unnamed"
-	if n, ok := c.Driver().(backend.Namer); ok {
-		name = n.DriverName()
-	}
 	return nil, fmt.Errorf("worker: Config.Periodic needs marks in the broker, so that each tick is enqueued by one process: %w",
-		&fila.UnsupportedError{Driver: name, Capability: "marks (backend.Marker)"})
+		&fila.UnsupportedError{Driver: driverName(c), Capability: "marks (backend.Marker)"})
 }
 
 // runScheduler enqueues the runs of the worker's schedules until ctx ends,

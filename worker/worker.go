@@ -190,6 +190,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			})
 		}()
 	}
+	ps := w.startPresence(ctx)
+	defer ps.stop()
 	loops.Wait() // every receive loop has ended: no more jobs start
 
 	grace := max(w.cfg.ShutdownGrace, 0)

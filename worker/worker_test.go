@@ -100,6 +100,7 @@ func runWorkerTests(t *testing.T, open func(t *testing.T) *fila.Client) {
 	t.Run("BatchedAckOutcomes", func(t *testing.T) { testBatchedAckOutcomes(t, open) })
 	t.Run("CancelStopsRunningJob", func(t *testing.T) { testCancelRunning(t, open(t)) })
 	t.Run("WeightsShareSlots", func(t *testing.T) { testWeights(t, open(t)) })
+	t.Run("Presence", func(t *testing.T) { testPresence(t, open(t)) })
 }
 
 func testCancelRunning(t *testing.T, c *fila.Client) {

@@ -1,0 +1,261 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+)
+
+// DefaultPresence is how often a running Worker renews its presence record
+// when Config.Presence is zero.
+const DefaultPresence = 10 * time.Second
+
+// presenceTTLFactor: a presence record expires this many renewal intervals
+// after its last renewal, so one late or failed renewal does not drop it.
+const presenceTTLFactor = 3
+
+// markPresencePrefix starts the name of every presence mark.
+const markPresencePrefix = "worker/"
+
+// maxPresenceHost bounds the host name a presence record carries, in bytes
+// (mark names are at most backend.MaxMarkName bytes).
+const maxPresenceHost = 200
+
+// Presence is a running Worker as it records itself in a queue it serves:
+// a mark in the broker that every client of it can list (PresenceList),
+// renewed every Config.Presence, deleted when Run returns, and gone
+// 3 × Config.Presence after its last renewal when the process died.
+type Presence struct {
+	// ID tells Run calls apart: random, new at each Run.
+	ID string
+	// Host is the host name of the worker's machine (os.Hostname), cut to
+	// 200 bytes. It is what the record says: anyone who can write marks in
+	// the broker can write a record, so treat it as untrusted text.
+	Host string
+	// PID is the worker's process id.
+	PID int
+	// Concurrency is the most jobs of the queue the worker runs at once
+	// (QueueConfig.Concurrency).
+	Concurrency int
+	// Shared is Config.Concurrency, the slots the worker's queues share;
+	// 0 when they share none.
+	Shared int
+	// Started is when Run began.
+	Started time.Time
+}
+
+// PresenceList returns the workers whose presence records queue holds,
+// oldest first. It needs a driver that lists marks (backend.MarkLister);
+// with another it returns an error matching fila.ErrUnsupported, and its
+// workers record no presence. Records it cannot read are skipped.
+func PresenceList(ctx context.Context, c *fila.Client, queue string) ([]Presence, error) {
+	if c == nil {
+		return nil, errors.New("worker: client is nil")
+	}
+	if err := fila.ValidateQueueName(queue); err != nil {
+		return nil, err
+	}
+	lister, ok := presenceLister(c)
+	if !ok {
+		return nil, fmt.Errorf("worker: listing the workers of a queue needs marks the driver can list: %w",
+			&fila.UnsupportedError{Driver: driverName(c), Capability: "listing marks (backend.MarkLister)"})
+	}
+	names, err := lister.MarkList(ctx, queue, markPresencePrefix)
+	if err != nil {
+		return nil, fmt.Errorf("worker: listing the workers of queue %q: %w", queue, err)
+	}
+	out := make([]Presence, 0, len(names))
+	for _, n := range names {
+		if p, ok := parsePresence(n); ok {
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Presence) int { return a.Started.Compare(b.Started) })
+	return out, nil
+}
+
+// presenceLister returns the driver's mark lister, when it has marks it
+// can list.
+func presenceLister(c *fila.Client) (interface {
+	backend.Marker
+	backend.MarkLister
+}, bool) {
+	d := c.Driver()
+	m, ok1 := d.(backend.Marker)
+	l, ok2 := d.(backend.MarkLister)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	return struct {
+		backend.Marker
+		backend.MarkLister
+	}{m, l}, true
+}
+
+func driverName(c *fila.Client) string {
+	if n, ok := c.Driver().(backend.Namer); ok {
+		return n.DriverName()
+	}
+	return "unnamed"
+}
+
+// presenceName is the mark name of p: markPresencePrefix, the id, then the
+// other fields as a URL query.
+func presenceName(p Presence) string {
+	v := url.Values{}
+	v.Set("h", p.Host)
+	v.Set("p", strconv.Itoa(p.PID))
+	v.Set("c", strconv.Itoa(p.Concurrency))
+	if p.Shared > 0 {
+		v.Set("s", strconv.Itoa(p.Shared))
+	}
+	v.Set("t", strconv.FormatInt(p.Started.UnixMilli(), 10))
+	return markPresencePrefix + p.ID + "?" + v.Encode()
+}
+
+// parsePresence reads a presence mark name; ok is false for one it cannot
+// read.
+func parsePresence(name string) (p Presence, ok bool) {
+	rest, found := strings.CutPrefix(name, markPresencePrefix)
+	if !found {
+		return p, false
+	}
+	id, query, found := strings.Cut(rest, "?")
+	if !found || id == "" {
+		return p, false
+	}
+	v, err := url.ParseQuery(query)
+	if err != nil {
+		return p, false
+	}
+	p.ID = cleanText(id, 64)
+	p.Host = cleanText(v.Get("h"), maxPresenceHost)
+	p.PID, _ = strconv.Atoi(v.Get("p"))
+	p.Concurrency, _ = strconv.Atoi(v.Get("c"))
+	p.Shared, _ = strconv.Atoi(v.Get("s"))
+	ms, err := strconv.ParseInt(v.Get("t"), 10, 64)
+	if err != nil {
+		return p, false
+	}
+	p.Started = time.UnixMilli(ms)
+	return p, true
+}
+
+// cleanText makes s printable: invalid UTF-8 and control characters become
+// U+FFFD, and it is cut to at most limit bytes on a rune boundary.
+func cleanText(s string, limit int) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			r = utf8.RuneError
+		}
+		if b.Len()+utf8.RuneLen(r) > limit {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// presence keeps this Run's records: one mark per queue served.
+type presence struct {
+	w      *Worker
+	marks  backend.Marker
+	names  map[string]string // queue -> mark name
+	every  time.Duration
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startPresence records the worker in each queue it serves and renews the
+// records until stop; nil when presence is off or the driver cannot list
+// marks (nobody could read the records).
+func (w *Worker) startPresence(ctx context.Context) *presence {
+	if w.cfg.Presence < 0 || len(w.cfg.Queues) == 0 {
+		return nil
+	}
+	lister, ok := presenceLister(w.c)
+	if !ok {
+		return nil
+	}
+	host, _ := os.Hostname()
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	base := Presence{
+		ID:      hex.EncodeToString(id[:]),
+		Host:    cleanText(host, maxPresenceHost),
+		PID:     os.Getpid(),
+		Shared:  max(w.cfg.Concurrency, 0),
+		Started: time.Now(),
+	}
+	names := make(map[string]string, len(w.cfg.Queues))
+	for q, qc := range w.cfg.Queues {
+		p := base
+		p.Concurrency = qc.Concurrency
+		names[q] = presenceName(p)
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ps := &presence{w: w, marks: lister, names: names, every: w.cfg.Presence, cancel: cancel, done: make(chan struct{})}
+	go ps.run(pctx)
+	return ps
+}
+
+func (ps *presence) run(ctx context.Context) {
+	defer close(ps.done)
+	t := time.NewTicker(ps.every)
+	defer t.Stop()
+	for {
+		ps.renew(ctx)
+		select {
+		case <-ctx.Done():
+			ps.remove()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// renew sets every record to expire presenceTTLFactor intervals from now.
+func (ps *presence) renew(ctx context.Context) {
+	until := time.Now().Add(presenceTTLFactor * ps.every)
+	for q, name := range ps.names {
+		if _, err := ps.marks.MarkSet(ctx, q, name, until, false); err != nil && ctx.Err() == nil {
+			ps.w.log.Debug("fila worker: renewing the worker's presence record failed", slog.String("queue", q), slog.Any("error", err))
+		}
+	}
+}
+
+// remove deletes the records, within a few seconds; those it cannot delete
+// expire on their own.
+func (ps *presence) remove() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for q, name := range ps.names {
+		if err := ps.marks.MarkDelete(ctx, q, name); err != nil {
+			ps.w.log.Debug("fila worker: deleting the worker's presence record failed; it expires on its own", slog.String("queue", q), slog.Any("error", err))
+		}
+	}
+}
+
+// stop ends the renewals, deletes the records and waits until that is done.
+func (ps *presence) stop() {
+	if ps == nil {
+		return
+	}
+	ps.cancel()
+	<-ps.done
+}

@@ -1,0 +1,145 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/worker"
+)
+
+// testPresence: a running worker is listed in each queue it serves with its
+// settings, stays listed past several record lifetimes (it renews), and is
+// gone once Run returned, before its records would expire.
+func testPresence(t *testing.T, c *fila.Client) {
+	q, other := newQueue(t, c), newQueue(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := worker.PresenceList(ctx, c, q); errors.Is(err, fila.ErrUnsupported) {
+		t.Skipf("the driver cannot list marks: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	cfg := worker.Config{
+		Queues:   map[string]worker.QueueConfig{q: {Concurrency: 3}, other: {Concurrency: 2}},
+		Presence: 100 * time.Millisecond, // records live 300 ms
+	}
+	before := time.Now()
+	r := start(t, c, cfg, func(w *worker.Worker) {
+		w.HandleFunc("job", func(context.Context, *fila.Delivery) error { return nil })
+	})
+	list := func(queue string) []worker.Presence {
+		t.Helper()
+		ps, err := worker.PresenceList(ctx, c, queue)
+		if err != nil {
+			t.Fatalf("PresenceList(%s): %v", queue, err)
+		}
+		return ps
+	}
+	var got worker.Presence
+	waitFor(t, "the worker's presence record", func() bool {
+		ps := list(q)
+		if len(ps) == 1 {
+			got = ps[0]
+		}
+		return len(ps) == 1
+	})
+	host, _ := os.Hostname()
+	if got.ID == "" || got.Host != host || got.PID != os.Getpid() || got.Concurrency != 3 || got.Shared != 0 ||
+		got.Started.Before(before.Truncate(time.Millisecond)) || got.Started.After(time.Now()) {
+		t.Errorf("presence in %s = %+v; want host %q, pid %d, concurrency 3, started after %v", q, got, host, os.Getpid(), before)
+	}
+	if ps := list(other); len(ps) != 1 || ps[0].ID != got.ID || ps[0].Concurrency != 2 {
+		t.Errorf("presence in %s = %+v; want the same worker with concurrency 2", other, ps)
+	}
+	// Three record lifetimes later it is still there: renewed.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if ps := list(q); len(ps) != 1 || ps[0].ID != got.ID {
+			t.Fatalf("presence in %s = %+v while the worker runs; want it renewed", q, ps)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// A worker whose records would live three minutes deletes them as Run
+	// returns.
+	cfg.Presence = time.Minute
+	r = start(t, c, cfg, func(w *worker.Worker) {
+		w.HandleFunc("job", func(context.Context, *fila.Delivery) error { return nil })
+	})
+	waitFor(t, "the second worker's presence records", func() bool {
+		ps, ps2 := list(q), list(other)
+		return len(ps) == 1 && ps[0].ID != got.ID && len(ps2) == 1
+	})
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, queue := range []string{q, other} {
+		if ps := list(queue); len(ps) != 0 {
+			t.Errorf("presence in %s after Run returned = %+v; want none", queue, ps)
+		}
+	}
+}
+
+func TestPresenceListBadInput(t *testing.T) {
+	c := memClient(t)
+	ctx := context.Background()
+	if _, err := worker.PresenceList(ctx, c, "bad queue name"); !errors.Is(err, fila.ErrInvalid) {
+		t.Errorf("PresenceList(bad name) = %v; want ErrInvalid", err)
+	}
+	if _, err := worker.PresenceList(ctx, nil, "q"); err == nil {
+		t.Error("PresenceList(nil client) = nil error")
+	}
+	// Records are anybody's marks: control characters are not passed on,
+	// and what cannot be read is skipped.
+	m := c.Driver().(backend.Marker)
+	for _, name := range []string{
+		"worker/ab?h=%1B%5B31mevil%07&p=7&c=2&t=1000",
+		"worker/noquery",
+		"worker/?h=x&t=1",
+		"worker/cd?h=x&t=notanumber",
+	} {
+		if _, err := m.MarkSet(ctx, "q", name, time.Time{}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := worker.PresenceList(ctx, c, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := worker.Presence{ID: "ab", Host: "\uFFFD[31mevil\uFFFD", PID: 7, Concurrency: 2, Started: time.UnixMilli(1000)}
+	if len(ps) != 1 || ps[0] != want {
+		t.Errorf("PresenceList = %+v; want only %+v", ps, want)
+	}
+}
+
+func TestPresenceDisabled(t *testing.T) {
+	c := memClient(t)
+	q := newQueue(t, c)
+	var rec recorder
+	cfg := worker.Config{Queues: map[string]worker.QueueConfig{q: {}}, Presence: -1}
+	rec.hook(&cfg)
+	r := start(t, c, cfg, func(w *worker.Worker) {
+		w.HandleFunc("job", func(context.Context, *fila.Delivery) error { return nil })
+	})
+	// Once a job ran, a record would have been written long ago (the first
+	// goes out as Run starts); none may show for a while after.
+	enqueue(t, c, q, fila.Message{Kind: "job"})
+	rec.waitEnds(t, 1)
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if ps, err := worker.PresenceList(context.Background(), c, q); err != nil || len(ps) != 0 {
+			t.Fatalf("PresenceList of a worker with Presence -1 = %+v, %v; want none", ps, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
