@@ -32,6 +32,7 @@
 //	fila queue pause QUEUE
 //	fila queue resume QUEUE
 //	fila queue delete QUEUE [--force] [--yes]
+//	fila queue workers QUEUE [--json]
 //	fila message cancel -q QUEUE ID...
 //	fila dead list -q QUEUE [--kind K] [--limit N] [--cursor C] [--json]
 //	fila dead show -q QUEUE ID [--json | --raw]
