@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/skips"
 	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/ui"
@@ -648,6 +649,35 @@ func TestBrowserChartNotReported(t *testing.T) {
 	})`)
 	for _, b := range bad {
 		t.Error(b)
+	}
+	bt.noErrors()
+}
+
+// TestBrowserWorkers: the queue page shows a running worker's row, and a
+// record with a long host (anyone can write one) wraps inside the page
+// instead of widening it.
+func TestBrowserWorkers(t *testing.T) {
+	t.Parallel()
+	bt := tab(t)
+	c := open(t, "mem://"+unique("uiworkers"))
+	long := strings.Repeat("h", 200)
+	if _, err := c.Driver().(backend.Marker).MarkSet(context.Background(), "jobs", "worker/ff?h="+long+"&p=1&c=1&t=1000", time.Time{}, false); err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(c, worker.Config{Queues: map[string]worker.QueueConfig{"jobs": {Concurrency: 2}}, Presence: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv := serve(t, c, ui.Options{Refresh: -1})
+	host, _ := os.Hostname()
+	bt.openUntil(srv.URL+"/queues/jobs", "the worker's row", fmt.Sprintf(
+		`[...document.querySelectorAll("table#workers td.host")].some(td => td.textContent === %s)`, jsString(host)))
+	if eval[bool](bt, `document.documentElement.scrollWidth > document.documentElement.clientWidth`) {
+		t.Error("a 200-byte host name widens the queue page past the window")
 	}
 	bt.noErrors()
 }

@@ -31,8 +31,10 @@
 //     age, dead letters per kind and the p95 run time per kind. The page
 //     reloads its numbers every Options.Refresh.
 //   - Queue: the same numbers and charts, whether the queue is paused,
-//     dead letters per kind, and the actions. The overview marks paused
-//     queues too.
+//     the workers running on it (worker.PresenceList: host, pid,
+//     concurrency, start; n/a where the driver cannot list marks, as on
+//     RabbitMQ), dead letters per kind, and the actions. The overview
+//     marks paused queues too.
 //   - Dead letters: a page of 50 at a time, filtered by kind; one letter in
 //     full: reason (with its stack trace), headers, and body as text when
 //     it is valid UTF-8, else as a hex dump (the first 64 KiB of text or

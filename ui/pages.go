@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/worker"
 )
 
 // Limits of the pages.
@@ -322,6 +323,46 @@ type queueView struct {
 	// ConfirmURL is where the cancel form goes (a GET: the confirmation
 	// page); empty when the driver cannot cancel messages or read-only.
 	ConfirmURL string
+	// Workers are the workers running on the queue, from their presence
+	// records (worker.PresenceList); WorkersNA: the driver cannot list
+	// them; WorkersErr: reading them failed (logged).
+	Workers    []workerRow
+	WorkersNA  bool
+	WorkersErr bool
+}
+
+// workerRow is a worker's presence record. Host is untrusted text (anyone
+// who can write marks can write a record): the template escapes it.
+type workerRow struct {
+	ID          string
+	Host        string
+	PID         int
+	Concurrency int
+	Shared      string // "-" when the worker's queues share no slots
+	Started     string
+	Up          string // how long it has run
+}
+
+// workers fills v's worker rows for queue.
+func (h *Handler) workers(ctx context.Context, queue string, v *queueView, now time.Time) {
+	ps, err := worker.PresenceList(ctx, h.c, queue)
+	switch {
+	case errors.Is(err, fila.ErrUnsupported):
+		v.WorkersNA = true
+		return
+	case err != nil:
+		h.log.Warn("fila ui: listing the workers of a queue failed", "queue", queue, "error", err)
+		v.WorkersErr = true
+		return
+	}
+	for _, p := range ps {
+		r := workerRow{ID: p.ID, Host: p.Host, PID: p.PID, Concurrency: p.Concurrency, Shared: "-",
+			Started: fmtTime(p.Started), Up: fmtSpan(now.Sub(p.Started))}
+		if p.Shared > 0 {
+			r.Shared = strconv.Itoa(p.Shared)
+		}
+		v.Workers = append(v.Workers, r)
+	}
 }
 
 // pathQueue returns the queue named in r's path, or an error for an
@@ -352,6 +393,7 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	v := queueView{Name: q, Stats: h.statsView(q, st, err, now), Charts: h.charts(q, now), DeadURL: h.deadURL(q, "", "")}
 	v.Paused, v.PauseKnown = h.paused(ctx, q)
+	h.workers(ctx, q, &v, now)
 	if !h.o.ReadOnly {
 		v.ReplayAllURL = h.confirmURL(q, opReplay, nil, "", true)
 		v.PurgeAllURL = h.confirmURL(q, opPurge, nil, "", true)

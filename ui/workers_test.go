@@ -1,0 +1,80 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/ui"
+	"github.com/fila-go/fila/worker"
+)
+
+// TestQueuePageWorkers: the queue page lists the workers running on the
+// queue from their presence records, escapes what a record says, and shows
+// none once the worker stopped; on RabbitMQ it says the broker cannot list
+// them.
+func TestQueuePageWorkers(t *testing.T) {
+	forEachBroker(t, func(t *testing.T, b broker, c *fila.Client) {
+		q := newQueue(t, c, "uiworkers")
+		o := ui.Options{}
+		if b.rabbit {
+			o.Queues = []string{q}
+		}
+		d := newDash(t, c, o)
+		page := d.get("/queues/"+q, http.StatusOK).body
+		if b.rabbit {
+			if !strings.Contains(page, `id="workers-na"`) {
+				t.Errorf("RabbitMQ queue page does not say the workers cannot be listed:\n%s", mainText(page))
+			}
+			return
+		}
+		if !strings.Contains(page, `id="no-workers"`) {
+			t.Fatalf("queue page without workers lacks the no-workers note:\n%s", mainText(page))
+		}
+
+		// A record forged by anyone who can write marks: shown escaped.
+		forged := "worker/f0rged?h=" + "%3Cscript%3Ealert(1)%3C%2Fscript%3E" + "&p=1&c=1&t=1000"
+		if _, err := c.Driver().(backend.Marker).MarkSet(context.Background(), q, forged, time.Time{}, false); err != nil {
+			t.Fatal(err)
+		}
+		w, err := worker.New(c, worker.Config{Queues: map[string]worker.QueueConfig{q: {Concurrency: 3}}, Presence: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		stop := func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return within 30s")
+			}
+		}
+		t.Cleanup(func() { cancel() })
+		host, _ := os.Hostname()
+		row := fmt.Sprintf(`<td class="host">%s</td><td class="num">%d</td><td class="num">3</td><td class="num">-</td>`, host, os.Getpid())
+		waitFor(t, "the worker's row on the queue page", func() bool {
+			page = d.get("/queues/"+q, http.StatusOK).body
+			return strings.Contains(page, row)
+		})
+		if strings.Contains(page, "<script>alert") || !strings.Contains(page, `<td class="host">&lt;script&gt;alert(1)&lt;/script&gt;</td>`) {
+			t.Errorf("the forged record's host is not shown escaped:\n%s", page)
+		}
+		stop()
+		page = d.get("/queues/"+q, http.StatusOK).body
+		if strings.Contains(page, row) {
+			t.Errorf("the stopped worker is still listed:\n%s", mainText(page))
+		}
+	})
+}
