@@ -14,6 +14,7 @@ import (
 // dashboard's queue page and `fila queue workers` show the same).
 func ExamplePresenceList() {
 	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	client, err := fila.New(memory.NewBroker(memory.BrokerOptions{}).Open()) // or fila.Open(ctx, url)
 	if err != nil {
 		panic(err)
