@@ -200,7 +200,13 @@
 // memory): RabbitMQ names its mark queues by hash and cannot list them, so
 // there the worker records nothing and PresenceList returns an error
 // matching fila.ErrUnsupported. A record costs one mark write per queue per
-// interval. Records are marks anyone with access to the broker can write:
+// interval.
+//
+// The schedules of Config.Periodic are recorded the same way in their
+// queues (name, cron expression and time zone or interval, kind), one
+// record per schedule however many processes run it: [ScheduleList] reads
+// them with their last tick (the newest tick mark) and their next one. A
+// schedule no process runs any more leaves the list three intervals later. Records are marks anyone with access to the broker can write:
 // PresenceList replaces control characters, and displays must still treat
 // the host as untrusted text.
 package worker

@@ -171,21 +171,30 @@ func cleanText(s string, limit int) string {
 	return b.String()
 }
 
-// presence keeps this Run's records: one mark per queue served.
+// presence keeps this Run's records: one mark per queue served, and one
+// per schedule in the schedule's queue.
 type presence struct {
-	w      *Worker
-	marks  backend.Marker
-	names  map[string]string // queue -> mark name
-	every  time.Duration
-	cancel context.CancelFunc
-	done   chan struct{}
+	w       *Worker
+	marks   backend.Marker
+	records []record
+	every   time.Duration
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// record is a presence mark: its queue and name. A schedule's record is
+// shared by every process that runs the same schedule: it is left to
+// expire rather than deleted when one of them stops.
+type record struct {
+	queue, name string
+	shared      bool
 }
 
 // startPresence records the worker in each queue it serves and renews the
 // records until stop; nil when presence is off or the driver cannot list
 // marks (nobody could read the records).
 func (w *Worker) startPresence(ctx context.Context) *presence {
-	if w.cfg.Presence < 0 || len(w.cfg.Queues) == 0 {
+	if w.cfg.Presence < 0 || len(w.cfg.Queues) == 0 && len(w.schedules) == 0 {
 		return nil
 	}
 	lister, ok := presenceLister(w.c)
@@ -202,14 +211,17 @@ func (w *Worker) startPresence(ctx context.Context) *presence {
 		Shared:  max(w.cfg.Concurrency, 0),
 		Started: time.Now(),
 	}
-	names := make(map[string]string, len(w.cfg.Queues))
+	var records []record
 	for q, qc := range w.cfg.Queues {
 		p := base
 		p.Concurrency = qc.Concurrency
-		names[q] = presenceName(p)
+		records = append(records, record{queue: q, name: presenceName(p)})
+	}
+	for _, s := range w.schedules {
+		records = append(records, record{queue: s.Queue, name: scheduleName(s), shared: true})
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ps := &presence{w: w, marks: lister, names: names, every: w.cfg.Presence, cancel: cancel, done: make(chan struct{})}
+	ps := &presence{w: w, marks: lister, records: records, every: w.cfg.Presence, cancel: cancel, done: make(chan struct{})}
 	go ps.run(pctx)
 	return ps
 }
@@ -232,9 +244,9 @@ func (ps *presence) run(ctx context.Context) {
 // renew sets every record to expire presenceTTLFactor intervals from now.
 func (ps *presence) renew(ctx context.Context) {
 	until := time.Now().Add(presenceTTLFactor * ps.every)
-	for q, name := range ps.names {
-		if _, err := ps.marks.MarkSet(ctx, q, name, until, false); err != nil && ctx.Err() == nil {
-			ps.w.log.Debug("fila worker: renewing the worker's presence record failed", slog.String("queue", q), slog.Any("error", err))
+	for _, r := range ps.records {
+		if _, err := ps.marks.MarkSet(ctx, r.queue, r.name, until, false); err != nil && ctx.Err() == nil {
+			ps.w.log.Debug("fila worker: renewing the worker's presence record failed", slog.String("queue", r.queue), slog.Any("error", err))
 		}
 	}
 }
@@ -244,9 +256,12 @@ func (ps *presence) renew(ctx context.Context) {
 func (ps *presence) remove() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for q, name := range ps.names {
-		if err := ps.marks.MarkDelete(ctx, q, name); err != nil {
-			ps.w.log.Debug("fila worker: deleting the worker's presence record failed; it expires on its own", slog.String("queue", q), slog.Any("error", err))
+	for _, r := range ps.records {
+		if r.shared {
+			continue
+		}
+		if err := ps.marks.MarkDelete(ctx, r.queue, r.name); err != nil {
+			ps.w.log.Debug("fila worker: deleting the worker's presence record failed; it expires on its own", slog.String("queue", r.queue), slog.Any("error", err))
 		}
 	}
 }
@@ -258,4 +273,121 @@ func (ps *presence) stop() {
 	}
 	ps.cancel()
 	<-ps.done
+}
+
+// markSchedulePrefix starts the name of every schedule record.
+const markSchedulePrefix = "schedule/"
+
+// Schedule is a periodic job (Config.Periodic) as the workers running it
+// record it in its queue, with its last and next tick.
+type Schedule struct {
+	// Name is Periodic.Name.
+	Name string
+	// Cron and Location are Periodic.Cron and its time zone's name; Every
+	// is Periodic.Every. One of Cron and Every is set.
+	Cron     string
+	Location string
+	Every    time.Duration
+	// Kind is the kind of the messages it enqueues.
+	Kind string
+	// Last is the last tick some process enqueued (as its mark says, which
+	// outlives the following tick by a minute or so); zero when none is
+	// known.
+	Last time.Time
+	// Next is its first tick after the call; zero when the record cannot
+	// be read as a schedule (its time zone is unknown here, say).
+	Next time.Time
+}
+
+// ScheduleList returns the schedules whose records queue holds, sorted by
+// name: those a running worker has in Config.Periodic (with Presence not
+// negative), and for a few intervals those no worker runs any more. Two
+// records of one name mean that processes run it with different settings.
+// It needs what PresenceList needs.
+func ScheduleList(ctx context.Context, c *fila.Client, queue string) ([]Schedule, error) {
+	if c == nil {
+		return nil, errors.New("worker: client is nil")
+	}
+	if err := fila.ValidateQueueName(queue); err != nil {
+		return nil, err
+	}
+	lister, ok := presenceLister(c)
+	if !ok {
+		return nil, fmt.Errorf("worker: listing the schedules of a queue needs marks the driver can list: %w",
+			&fila.UnsupportedError{Driver: driverName(c), Capability: "listing marks (backend.MarkLister)"})
+	}
+	names, err := lister.MarkList(ctx, queue, markSchedulePrefix)
+	if err != nil {
+		return nil, fmt.Errorf("worker: listing the schedules of queue %q: %w", queue, err)
+	}
+	now := time.Now()
+	var out []Schedule
+	for _, n := range names {
+		sc, s, ok := parseScheduleRecord(queue, n)
+		if !ok {
+			continue
+		}
+		if s != nil {
+			sc.Next = s.next(now)
+		}
+		ticks, err := lister.MarkList(ctx, queue, "periodic/"+sc.Name+"/")
+		if err != nil {
+			return nil, fmt.Errorf("worker: listing the ticks of schedule %q: %w", sc.Name, err)
+		}
+		for _, t := range ticks {
+			ns, err := strconv.ParseInt(strings.TrimPrefix(t, "periodic/"+sc.Name+"/"), 10, 64)
+			if err == nil && time.Unix(0, ns).After(sc.Last) {
+				sc.Last = time.Unix(0, ns).UTC()
+			}
+		}
+		out = append(out, sc)
+	}
+	slices.SortStableFunc(out, func(a, b Schedule) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// scheduleName is the record name of s: markSchedulePrefix, the name, then
+// its settings as a URL query.
+func scheduleName(s *schedule) string {
+	v := url.Values{}
+	v.Set("k", s.Message.Kind)
+	if s.Cron != "" {
+		v.Set("cron", s.Cron)
+		v.Set("tz", s.Location.String())
+	} else {
+		v.Set("every", strconv.FormatInt(s.Every.Milliseconds(), 10))
+	}
+	return markSchedulePrefix + s.Name + "?" + v.Encode()
+}
+
+// parseScheduleRecord reads a schedule record of queue; s is the schedule
+// it describes, nil when that cannot be rebuilt here.
+func parseScheduleRecord(queue, name string) (sc Schedule, s *schedule, ok bool) {
+	rest, _ := strings.CutPrefix(name, markSchedulePrefix)
+	n, query, found := strings.Cut(rest, "?")
+	if !found || fila.ValidateQueueName(n) != nil {
+		return sc, nil, false
+	}
+	v, err := url.ParseQuery(query)
+	if err != nil {
+		return sc, nil, false
+	}
+	sc = Schedule{Name: n, Kind: cleanText(v.Get("k"), 200), Cron: cleanText(v.Get("cron"), 200), Location: cleanText(v.Get("tz"), 100)}
+	p := Periodic{Name: n, Queue: queue, Cron: sc.Cron, Message: fila.Message{Kind: "k"}}
+	if ms, err := strconv.ParseInt(v.Get("every"), 10, 64); err == nil && sc.Cron == "" {
+		sc.Every = time.Duration(ms) * time.Millisecond
+		p.Every = sc.Every
+	}
+	if sc.Cron != "" {
+		loc, err := time.LoadLocation(sc.Location)
+		if err != nil {
+			return sc, nil, true
+		}
+		p.Location = loc
+	}
+	parsed, err := parseSchedule(p)
+	if err != nil {
+		return sc, nil, true
+	}
+	return sc, parsed, true
 }

@@ -149,3 +149,54 @@ func TestPresenceDisabled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestScheduleList: the schedules of running workers are listed in their
+// queue with their settings, last and next tick; a schedule's record stays
+// when one of its processes stops (the others still run it).
+func TestScheduleList(t *testing.T) {
+	c := memClient(t)
+	ctx := context.Background()
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Skipf("no time zone data: %v", err)
+	}
+	cfg := worker.Config{
+		Periodic: []worker.Periodic{
+			{Name: "tick", Queue: "jobs", Every: time.Second, Message: fila.Message{Kind: "tick.kind"}},
+			{Name: "daily", Queue: "jobs", Cron: "30 9 * * *", Location: paris, Message: fila.Message{Kind: "daily.kind"}},
+		},
+		Presence: time.Minute,
+	}
+	r := start(t, c, cfg, nil)
+	var got []worker.Schedule
+	waitFor(t, "both schedules with a last tick", func() bool {
+		got, err = worker.ScheduleList(ctx, c, "jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got) == 2 && !got[1].Last.IsZero()
+	})
+	now := time.Now()
+	daily, tick := got[0], got[1]
+	if daily.Name != "daily" || daily.Cron != "30 9 * * *" || daily.Location != "Europe/Paris" || daily.Kind != "daily.kind" || daily.Every != 0 {
+		t.Errorf("daily = %+v", daily)
+	}
+	if n := daily.Next.In(paris); n.Hour() != 9 || n.Minute() != 30 || !n.After(now) || n.Sub(now) > 25*time.Hour {
+		t.Errorf("daily's next tick = %v; want the next 9:30 in Paris", n)
+	}
+	if tick.Name != "tick" || tick.Every != time.Second || tick.Cron != "" || tick.Kind != "tick.kind" {
+		t.Errorf("tick = %+v", tick)
+	}
+	if !tick.Next.After(tick.Last) || tick.Next.Sub(now) > time.Second || now.Sub(tick.Last) > 3*time.Second || tick.Last.UnixNano()%int64(time.Second) != 0 {
+		t.Errorf("tick: last %v, next %v at %v; want whole seconds around now", tick.Last, tick.Next, now)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := worker.ScheduleList(ctx, c, "jobs"); err != nil || len(got) != 2 {
+		t.Errorf("after one process stopped: %+v, %v; want both schedules still listed", got, err)
+	}
+	if _, err := worker.ScheduleList(ctx, c, "bad name"); !errors.Is(err, fila.ErrInvalid) {
+		t.Errorf("ScheduleList(bad name) = %v; want ErrInvalid", err)
+	}
+}
