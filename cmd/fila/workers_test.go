@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/worker"
 )
 
@@ -26,6 +27,7 @@ func TestQueueWorkers(t *testing.T) {
 		w, err := worker.New(c, worker.Config{
 			Queues:   map[string]worker.QueueConfig{q: {Concurrency: 4}},
 			Presence: time.Minute,
+			Periodic: []worker.Periodic{{Name: "sweep", Queue: q, Every: time.Hour, Message: fila.Message{Kind: "sweep.run"}}},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +58,11 @@ func TestQueueWorkers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(ps) == 1 {
+			ss, err := worker.ScheduleList(context.Background(), c, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ps) == 1 && len(ss) == 1 {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -67,13 +73,23 @@ func TestQueueWorkers(t *testing.T) {
 		host, _ := os.Hostname()
 		out := ok(t, "", "--url", url, "queue", "workers", q)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "CONCURRENCY") {
-			t.Fatalf("fila queue workers printed %q; want a header and one row", out)
+		if len(lines) != 5 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "CONCURRENCY") ||
+			lines[2] != "" || !strings.HasPrefix(lines[3], "SCHEDULE") {
+			t.Fatalf("fila queue workers printed %q; want a header and one row, a blank line, a header and one schedule", out)
+		}
+		if f := strings.Fields(lines[4]); len(f) < 6 || f[0] != "sweep" || f[1] != "every" || f[2] != "1h0m0s" || f[3] != "sweep.run" || f[4] != "-" {
+			t.Errorf("schedule row %q; want sweep, every 1h0m0s, sweep.run, no last tick", lines[4])
 		}
 		if f := strings.Fields(lines[1]); len(f) != 6 || f[1] != host || f[2] != fmt.Sprint(os.Getpid()) || f[3] != "4" || f[4] != "-" {
 			t.Errorf("row %q; want host %s, pid %d, concurrency 4, no shared slots", lines[1], host, os.Getpid())
 		}
 		var doc struct {
+			Schedules []struct {
+				Name    string     `json:"name"`
+				EveryMS int64      `json:"every_ms"`
+				Last    *time.Time `json:"last"`
+				Next    *time.Time `json:"next"`
+			} `json:"schedules"`
 			Queue   string `json:"queue"`
 			Workers []struct {
 				Host        string    `json:"host"`
@@ -89,8 +105,12 @@ func TestQueueWorkers(t *testing.T) {
 			time.Since(doc.Workers[0].Started) > time.Minute {
 			t.Errorf("--json = %+v", doc)
 		}
+		if len(doc.Schedules) != 1 || doc.Schedules[0].Name != "sweep" || doc.Schedules[0].EveryMS != 3600000 ||
+			doc.Schedules[0].Last != nil || doc.Schedules[0].Next == nil || doc.Schedules[0].Next.Minute() != 0 {
+			t.Errorf("--json schedules = %+v", doc.Schedules)
+		}
 		stop()
-		if out := ok(t, "", "--url", url, "queue", "workers", q); !strings.Contains(out, "no worker is running") {
+		if out := ok(t, "", "--url", url, "queue", "workers", q); !strings.HasPrefix(out, "no worker is running") {
 			t.Errorf("after the worker stopped: %q", out)
 		}
 		fails(t, 2, "invalid argument", "", "--url", url, "queue", "workers", "not a queue")
