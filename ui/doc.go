@@ -33,7 +33,8 @@
 //   - Queue: the same numbers and charts, whether the queue is paused,
 //     the workers running on it (worker.PresenceList: host, pid,
 //     concurrency, start; n/a where the driver cannot list marks, as on
-//     RabbitMQ), dead letters per kind, and the actions. The overview
+//     RabbitMQ) and its periodic jobs with their last and next tick
+//     (worker.ScheduleList), dead letters per kind, and the actions. The overview
 //     marks paused queues too.
 //   - Dead letters: a page of 50 at a time, filtered by kind; one letter in
 //     full: reason (with its stack trace), headers, and body as text when

@@ -329,6 +329,18 @@ type queueView struct {
 	Workers    []workerRow
 	WorkersNA  bool
 	WorkersErr bool
+	// Schedules are the periodic jobs recorded in the queue
+	// (worker.ScheduleList); none where the workers cannot be listed.
+	Schedules []scheduleRow
+}
+
+// scheduleRow is a periodic job's record, with its last and next tick.
+type scheduleRow struct {
+	Name string
+	Spec string // "every 1m" or the cron expression with its time zone
+	Kind string
+	Last string
+	Next string
 }
 
 // workerRow is a worker's presence record. Host is untrusted text (anyone
@@ -354,6 +366,17 @@ func (h *Handler) workers(ctx context.Context, queue string, v *queueView, now t
 		h.log.Warn("fila ui: listing the workers of a queue failed", "queue", queue, "error", err)
 		v.WorkersErr = true
 		return
+	}
+	scheds, err := worker.ScheduleList(ctx, h.c, queue)
+	if err != nil {
+		h.log.Warn("fila ui: listing the schedules of a queue failed", "queue", queue, "error", err)
+	}
+	for _, sc := range scheds {
+		spec := sc.Cron + " (" + sc.Location + ")"
+		if sc.Cron == "" {
+			spec = "every " + sc.Every.String()
+		}
+		v.Schedules = append(v.Schedules, scheduleRow{Name: sc.Name, Spec: spec, Kind: sc.Kind, Last: fmtTime(sc.Last), Next: fmtTime(sc.Next)})
 	}
 	for _, p := range ps {
 		r := workerRow{ID: p.ID, Host: p.Host, PID: p.PID, Concurrency: p.Concurrency, Shared: "-",

@@ -16,9 +16,9 @@ import (
 )
 
 // TestQueuePageWorkers: the queue page lists the workers running on the
-// queue from their presence records, escapes what a record says, and shows
-// none once the worker stopped; on RabbitMQ it says the broker cannot list
-// them.
+// queue from their presence records and the schedules recorded in it,
+// escapes what a record says, and shows no worker once the worker stopped;
+// on RabbitMQ it says the broker cannot list them.
 func TestQueuePageWorkers(t *testing.T) {
 	forEachBroker(t, func(t *testing.T, b broker, c *fila.Client) {
 		q := newQueue(t, c, "uiworkers")
@@ -43,7 +43,8 @@ func TestQueuePageWorkers(t *testing.T) {
 		if _, err := c.Driver().(backend.Marker).MarkSet(context.Background(), q, forged, time.Time{}, false); err != nil {
 			t.Fatal(err)
 		}
-		w, err := worker.New(c, worker.Config{Queues: map[string]worker.QueueConfig{q: {Concurrency: 3}}, Presence: time.Minute})
+		w, err := worker.New(c, worker.Config{Queues: map[string]worker.QueueConfig{q: {Concurrency: 3}}, Presence: time.Minute,
+			Periodic: []worker.Periodic{{Name: "sweep", Queue: q, Every: time.Hour, Message: fila.Message{Kind: "sweep.run"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,6 +68,12 @@ func TestQueuePageWorkers(t *testing.T) {
 		waitFor(t, "the worker's row on the queue page", func() bool {
 			page = d.get("/queues/"+q, http.StatusOK).body
 			return strings.Contains(page, row)
+		})
+		// The schedule's record is written after the worker's.
+		waitFor(t, "the schedule on the queue page", func() bool {
+			sched := `<td class="id">sweep</td><td class="spec">every 1h0m0s</td><td class="kind">sweep.run</td><td>-</td><td>` +
+				time.Now().Truncate(time.Hour).Add(time.Hour).UTC().Format("2006-01-02 15:04:05 UTC") + `</td>`
+			return strings.Contains(d.get("/queues/"+q, http.StatusOK).body, sched)
 		})
 		if strings.Contains(page, "<script>alert") || !strings.Contains(page, `<td class="host">&lt;script&gt;alert(1)&lt;/script&gt;</td>`) {
 			t.Errorf("the forged record's host is not shown escaped:\n%s", page)
