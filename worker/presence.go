@@ -63,20 +63,9 @@ type Presence struct {
 // with another it returns an error matching fila.ErrUnsupported, and its
 // workers record no presence. Records it cannot read are skipped.
 func PresenceList(ctx context.Context, c *fila.Client, queue string) ([]Presence, error) {
-	if c == nil {
-		return nil, errors.New("worker: client is nil")
-	}
-	if err := fila.ValidateQueueName(queue); err != nil {
-		return nil, err
-	}
-	lister, ok := presenceLister(c)
-	if !ok {
-		return nil, fmt.Errorf("worker: listing the workers of a queue needs marks the driver can list: %w",
-			&fila.UnsupportedError{Driver: driverName(c), Capability: "listing marks (backend.MarkLister)"})
-	}
-	names, err := lister.MarkList(ctx, queue, markPresencePrefix)
+	names, _, err := listRecords(ctx, c, queue, markPresencePrefix, "workers")
 	if err != nil {
-		return nil, fmt.Errorf("worker: listing the workers of queue %q: %w", queue, err)
+		return nil, err
 	}
 	out := make([]Presence, 0, len(names))
 	for _, n := range names {
@@ -86,6 +75,27 @@ func PresenceList(ctx context.Context, c *fila.Client, queue string) ([]Presence
 	}
 	slices.SortStableFunc(out, func(a, b Presence) int { return a.Started.Compare(b.Started) })
 	return out, nil
+}
+
+// listRecords returns the names of queue's marks that start with prefix,
+// and the driver's marks; what names the records in errors.
+func listRecords(ctx context.Context, c *fila.Client, queue, prefix, what string) ([]string, backend.MarkLister, error) {
+	if c == nil {
+		return nil, nil, errors.New("worker: client is nil")
+	}
+	if err := fila.ValidateQueueName(queue); err != nil {
+		return nil, nil, err
+	}
+	lister, ok := presenceLister(c)
+	if !ok {
+		return nil, nil, fmt.Errorf("worker: listing the %s of a queue needs marks the driver can list: %w",
+			what, &fila.UnsupportedError{Driver: driverName(c), Capability: "listing marks (backend.MarkLister)"})
+	}
+	names, err := lister.MarkList(ctx, queue, prefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker: listing the %s of queue %q: %w", what, queue, err)
+	}
+	return names, lister, nil
 }
 
 // presenceLister returns the driver's mark lister, when it has marks it
@@ -305,20 +315,9 @@ type Schedule struct {
 // records of one name mean that processes run it with different settings.
 // It needs what PresenceList needs.
 func ScheduleList(ctx context.Context, c *fila.Client, queue string) ([]Schedule, error) {
-	if c == nil {
-		return nil, errors.New("worker: client is nil")
-	}
-	if err := fila.ValidateQueueName(queue); err != nil {
-		return nil, err
-	}
-	lister, ok := presenceLister(c)
-	if !ok {
-		return nil, fmt.Errorf("worker: listing the schedules of a queue needs marks the driver can list: %w",
-			&fila.UnsupportedError{Driver: driverName(c), Capability: "listing marks (backend.MarkLister)"})
-	}
-	names, err := lister.MarkList(ctx, queue, markSchedulePrefix)
+	names, lister, err := listRecords(ctx, c, queue, markSchedulePrefix, "schedules")
 	if err != nil {
-		return nil, fmt.Errorf("worker: listing the schedules of queue %q: %w", queue, err)
+		return nil, err
 	}
 	now := time.Now()
 	var out []Schedule
