@@ -134,7 +134,14 @@ func presenceName(p Presence) string {
 		v.Set("s", strconv.Itoa(p.Shared))
 	}
 	v.Set("t", strconv.FormatInt(p.Started.UnixMilli(), 10))
-	return markPresencePrefix + p.ID + "?" + v.Encode()
+	name := markPresencePrefix + p.ID + "?" + v.Encode()
+	if len(name) > backend.MaxMarkName && p.Host != "" {
+		// A host name that escapes to more than a mark holds: cut it.
+		_, size := utf8.DecodeLastRuneInString(p.Host)
+		p.Host = p.Host[:len(p.Host)-size]
+		return presenceName(p)
+	}
+	return name
 }
 
 // parsePresence reads a presence mark name; ok is false for one it cannot
@@ -228,7 +235,12 @@ func (w *Worker) startPresence(ctx context.Context) *presence {
 		records = append(records, record{queue: q, name: presenceName(p)})
 	}
 	for _, s := range w.schedules {
-		records = append(records, record{queue: s.Queue, name: scheduleName(s), shared: true})
+		name := scheduleName(s)
+		if len(name) > backend.MaxMarkName {
+			w.log.Warn("fila worker: a schedule's settings are too long to record; it runs, but is not listed", slog.String("schedule", s.Name), slog.Int("bytes", len(name)), slog.Int("max", backend.MaxMarkName))
+			continue
+		}
+		records = append(records, record{queue: s.Queue, name: name, shared: true})
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ps := &presence{w: w, marks: lister, records: records, every: w.cfg.Presence, cancel: cancel, done: make(chan struct{})}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,5 +199,16 @@ func TestScheduleList(t *testing.T) {
 	}
 	if _, err := worker.ScheduleList(ctx, c, "bad name"); !errors.Is(err, fila.ErrInvalid) {
 		t.Errorf("ScheduleList(bad name) = %v; want ErrInvalid", err)
+	}
+}
+
+// A host name that escapes to more than a mark holds is cut to fit.
+func TestPresenceLongHost(t *testing.T) {
+	name := worker.PresenceName(worker.Presence{ID: "0123456789abcdef", Host: strings.Repeat("é", 100), PID: 1, Concurrency: 1, Started: time.UnixMilli(1)})
+	if len(name) > backend.MaxMarkName {
+		t.Errorf("presence mark name of %d bytes; the most is %d", len(name), backend.MaxMarkName)
+	}
+	if !strings.Contains(name, "%C3%A9%C3%A9") {
+		t.Errorf("the host is gone from %q", name)
 	}
 }

@@ -1,0 +1,4 @@
+package worker
+
+// PresenceName is presenceName, for the external tests.
+var PresenceName = presenceName
