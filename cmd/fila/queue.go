@@ -107,12 +107,7 @@ nothing. Drivers that cannot pause queues exit 4.`
 		Short:   short,
 		Long:    long,
 		Example: "  fila queue " + verb + " emails",
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("name one queue (fila queue %s QUEUE)", verb)
-			}
-			return nil
-		},
+		Args:    oneQueueArg(verb),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := args[0]
 			if err := fila.ValidateQueueName(q); err != nil {
@@ -153,12 +148,7 @@ way); where the broker cannot list its queues (RabbitMQ) the warning says
 it cannot tell whether the queue exists.`,
 		Example: `  fila queue delete old-emails
   fila queue delete old-emails --force --yes`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("name one queue (fila queue delete QUEUE)")
-			}
-			return nil
-		},
+		Args: oneQueueArg("delete"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := args[0]
 			if err := fila.ValidateQueueName(q); err != nil {
@@ -214,4 +204,14 @@ it cannot tell whether the queue exists.`,
 	cmd.Flags().BoolVar(&force, "force", false, "delete the queue even when it holds messages or dead letters")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
+}
+
+// oneQueueArg accepts exactly one argument, the queue of fila queue sub.
+func oneQueueArg(sub string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usagef("name one queue (fila queue %s QUEUE)", sub)
+		}
+		return nil
+	}
 }

@@ -27,12 +27,7 @@ their last and next tick. RabbitMQ cannot list the records: there the
 command exits 4.`,
 		Example: `  fila queue workers emails
   fila queue workers emails --json`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("name one queue (fila queue workers QUEUE)")
-			}
-			return nil
-		},
+		Args: oneQueueArg("workers"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := args[0]
 			if err := fila.ValidateQueueName(q); err != nil {
