@@ -64,10 +64,11 @@ var knownDrivers = map[string]string{
 	"amqps":       "github.com/fila-go/fila/rabbitmq",
 	"mongodb":     "github.com/fila-go/fila/mongo",
 	"mongodb+srv": "github.com/fila-go/fila/mongo",
+	"mysql":       "github.com/fila-go/fila/mysql",
 }
 
 // Open opens a client for the broker named by rawURL's scheme: mem://,
-// postgres://, redis://, amqp://, mongodb:// (and their TLS variants). The
+// postgres://, mysql://, redis://, amqp://, mongodb:// (and their TLS variants). The
 // driver package must be imported (for its side effect) to register its
 // scheme. Query parameters configure the driver; unknown ones are an error.
 //

@@ -5,6 +5,7 @@ package main
 import (
 	_ "github.com/fila-go/fila/memory"   // mem://
 	_ "github.com/fila-go/fila/mongo"    // mongodb://, mongodb+srv://
+	_ "github.com/fila-go/fila/mysql"    // mysql://
 	_ "github.com/fila-go/fila/postgres" // postgres://, postgresql://
 	_ "github.com/fila-go/fila/rabbitmq" // amqp://, amqps://
 	_ "github.com/fila-go/fila/redis"    // redis://, rediss://

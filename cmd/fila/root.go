@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/mysql"
 	"github.com/fila-go/fila/postgres"
 )
 
@@ -245,8 +246,8 @@ func (a *app) connectErr(ctx, octx context.Context, raw string, err error) error
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case errors.Is(err, postgres.ErrNotMigrated):
-		// The PostgreSQL schema is missing or old.
+	case errors.Is(err, postgres.ErrNotMigrated), errors.Is(err, mysql.ErrNotMigrated):
+		// The PostgreSQL schema or the MySQL tables are missing or old.
 		return &exitErr{code: exitUsage, err: fmt.Errorf("%w\nRun 'fila schema up' to create or upgrade it.", err)}
 	case errors.Is(err, fila.ErrInvalid):
 		return &exitErr{code: exitUsage, err: fmt.Errorf("%w\nFix the URL (--url or $%s, or --from/--to of fila migrate); 'fila --help' shows the form for each broker.", err, urlEnv)}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/mysql"
 	"github.com/fila-go/fila/postgres"
 )
 
@@ -23,12 +24,14 @@ func newSchemaCmd(a *app) *cobra.Command {
 	}
 	up := &cobra.Command{
 		Use:   "up",
-		Short: "Create or upgrade the schema (PostgreSQL tables); a no-op for brokers without one",
+		Short: "Create or upgrade the schema (PostgreSQL and MySQL tables); a no-op for brokers without one",
 		Long: `Create or upgrade Fila's schema on the broker. For PostgreSQL this runs the
 embedded migrations in the schema named by the URL's fila_schema parameter
-(default "fila"); concurrent runs are safe and an up-to-date schema is left
-unchanged. Redis, RabbitMQ, MongoDB and the in-memory broker need no schema
-step: the command says so and exits 0.`,
+(default "fila"); for MySQL and MariaDB, in the URL's database, on the tables
+whose names start with its fila_prefix parameter (default "fila_").
+Concurrent runs are safe and an up-to-date schema is left unchanged. Redis,
+RabbitMQ, MongoDB and the in-memory broker need no schema step: the command
+says so and exits 0.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			raw, err := a.brokerURL()
@@ -68,6 +71,23 @@ func (a *app) schemaUp(ctx context.Context, raw string) error {
 		}
 		_ = c.Close()
 		_, err = fmt.Fprintf(a.stdout, "postgres: schema %q is at version %d\n", schema, postgres.SchemaVersion())
+		return err
+	case "mysql":
+		q := u.Query()
+		prefix := q.Get(mysql.ParamPrefix)
+		if prefix == "" {
+			prefix = mysql.DefaultPrefix
+		}
+		q.Set(mysql.ParamMigrate, "true")
+		u.RawQuery = q.Encode()
+		sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
+		defer cancel()
+		c, err := fila.Open(sctx, u.String())
+		if err != nil {
+			return a.connectErr(ctx, sctx, raw, err)
+		}
+		_ = c.Close()
+		_, err = fmt.Fprintf(a.stdout, "mysql: tables %q are at version %d\n", prefix+"*", mysql.SchemaVersion())
 		return err
 	default:
 		c, err := a.openURL(ctx, raw)
