@@ -21,9 +21,12 @@ const (
 	redisImage    = "redis:7-alpine"
 	rabbitmqImage = "rabbitmq:3.12-management-alpine"
 	mongoImage    = "mongo:7"
+	mysqlImage    = "mysql:8.4"
 	// mongoReplicaSet is the name of the single-node replica set the Mongo
 	// container runs, so that change streams and transactions work.
 	mongoReplicaSet = "rs0"
+	// mysqlPassword is the root password of the MySQL container.
+	mysqlPassword = "filatest"
 )
 
 // dockerCheckTimeout bounds the Docker engine health check. Without an engine
@@ -91,6 +94,7 @@ var (
 	redisContainer    container
 	rabbitmqContainer container
 	mongoContainer    container
+	mysqlContainer    container
 )
 
 // startPostgres runs PostgreSQL with user postgres, password postgres and
@@ -162,5 +166,36 @@ func startMongo(ctx context.Context) (string, error) {
 	q := u.Query()
 	q.Set("directConnection", "true")
 	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// startMySQL runs MySQL with the root user, password mysqlPassword and
+// database test, and returns a mysql:// URL for them.
+//
+// It uses a generic container, as startRabbitMQ does: go.mod has no
+// testcontainers mysql module. The wait strategy is that module's: the
+// image's entrypoint first runs a temporary server (on port 0) to create
+// the database, so only the log line of the real server on port 3306 says
+// it is ready; then the port accepting connections.
+func startMySQL(ctx context.Context) (string, error) {
+	c, err := testcontainers.Run(ctx, mysqlImage,
+		testcontainers.WithExposedPorts("3306/tcp"),
+		testcontainers.WithEnv(map[string]string{
+			"MYSQL_ROOT_PASSWORD": mysqlPassword,
+			"MYSQL_DATABASE":      "test",
+		}),
+		testcontainers.WithWaitStrategyAndDeadline(2*time.Minute,
+			wait.ForLog("port: 3306  MySQL Community Server"),
+			wait.ForListeningPort("3306/tcp"),
+		),
+	)
+	if err != nil {
+		return "", err
+	}
+	hostPort, err := c.PortEndpoint(ctx, "3306/tcp", "")
+	if err != nil {
+		return "", err
+	}
+	u := url.URL{Scheme: "mysql", User: url.UserPassword("root", mysqlPassword), Host: hostPort, Path: "/test"}
 	return u.String(), nil
 }

@@ -14,15 +14,18 @@
 //
 //	func TestMain(m *testing.M) { filatest.Main(m) } // says what was skipped
 //
-// The brokers are "memory", "postgres", "redis", "rabbitmq" and "mongo".
+// The brokers are "memory", "postgres", "redis", "rabbitmq", "mongo" and
+// "mysql".
 //
 // # Where the server comes from
 //
 // [URL] and [Open] look for a server of the broker in this order:
 //
 //  1. the environment variable FILA_TEST_<BROKER>_URL: FILA_TEST_POSTGRES_URL,
-//     FILA_TEST_REDIS_URL, FILA_TEST_RABBITMQ_URL or FILA_TEST_MONGO_URL, for
-//     example postgres://postgres@127.0.0.1:5432/test?sslmode=disable;
+//     FILA_TEST_REDIS_URL, FILA_TEST_RABBITMQ_URL, FILA_TEST_MONGO_URL or
+//     FILA_TEST_MYSQL_URL, for example
+//     postgres://postgres@127.0.0.1:5432/test?sslmode=disable or
+//     mysql://root@127.0.0.1:3306/test;
 //  2. otherwise, when a Docker engine answers, a container started with
 //     testcontainers-go;
 //  3. otherwise the test is skipped with one line naming the variable to set.
@@ -32,8 +35,8 @@
 // "memory" needs no server: each test gets an in-process broker of its own.
 //
 // Only point these variables at servers whose data you can lose: tests
-// create and delete queues there, and on PostgreSQL [Open] creates Fila's
-// tables (fila_migrate=true).
+// create and delete queues there, and on PostgreSQL and MySQL [Open] creates
+// Fila's tables (fila_migrate=true).
 //
 // # Docker
 //
@@ -46,8 +49,9 @@
 // exits (with TESTCONTAINERS_RYUK_DISABLED=true the containers are left
 // running). Images: postgres:15-alpine (user postgres, password postgres,
 // database test), redis:7-alpine, rabbitmq:3.12-management-alpine
-// (guest/guest) and mongo:7 as a single-node replica set "rs0", so
-// transactions and change streams work.
+// (guest/guest), mongo:7 as a single-node replica set "rs0", so
+// transactions and change streams work, and mysql:8.4 (user root, password
+// filatest, database test).
 //
 // # Isolation
 //

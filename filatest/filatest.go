@@ -24,10 +24,11 @@ const (
 	Redis    = "redis"
 	RabbitMQ = "rabbitmq"
 	Mongo    = "mongo"
+	MySQL    = "mysql"
 )
 
 // Brokers lists every broker name, the in-memory one first.
-var Brokers = []string{Memory, Postgres, Redis, RabbitMQ, Mongo}
+var Brokers = []string{Memory, Postgres, Redis, RabbitMQ, Mongo, MySQL}
 
 // broker is how one broker is found.
 type broker struct {
@@ -42,6 +43,7 @@ var brokers = map[string]broker{
 	Redis:    {"Redis", "FILA_TEST_REDIS_URL", &redisContainer, startRedis},
 	RabbitMQ: {"RabbitMQ", "FILA_TEST_RABBITMQ_URL", &rabbitmqContainer, startRabbitMQ},
 	Mongo:    {"MongoDB", "FILA_TEST_MONGO_URL", &mongoContainer, startMongo},
+	MySQL:    {"MySQL", "FILA_TEST_MYSQL_URL", &mysqlContainer, startMySQL},
 }
 
 // EnvVar returns the environment variable that names a server for broker,
@@ -123,23 +125,24 @@ func memoryURL(tb testing.TB) string {
 const openTimeout = 30 * time.Second
 
 // Open returns a client on a server of broker ("memory", "postgres",
-// "redis", "rabbitmq" or "mongo"), found as [URL] says (and so skipped, or
+// "redis", "rabbitmq", "mongo" or "mysql"), found as [URL] says (and so skipped, or
 // failed under CI, without one), and closes it when the test ends.
 //
 // As for fila.Open, the driver package must be imported for its side effect
 // (import _ "github.com/fila-go/fila/postgres"); Open fails the test naming
 // the package when it is not.
 //
-// On PostgreSQL, Open adds fila_migrate=true to the URL unless it sets
-// fila_migrate, so Fila's tables exist (in the schema "fila" of the test
-// database, unless fila_schema says otherwise).
+// On PostgreSQL and MySQL, Open adds fila_migrate=true to the URL unless it
+// sets fila_migrate, so Fila's tables exist (on PostgreSQL in the schema
+// "fila" of the test database, unless fila_schema says otherwise; on MySQL
+// in the URL's database).
 //
 // Tests of one binary share each server, and tests that run again find
 // what earlier runs left: give each test a queue of its own with [Queue].
 func Open(tb testing.TB, broker string, opts ...fila.Option) *fila.Client {
 	tb.Helper()
 	u := URL(tb, broker)
-	if broker == Postgres {
+	if broker == Postgres || broker == MySQL {
 		u = withParam(u, "fila_migrate", "true")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)

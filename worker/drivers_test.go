@@ -17,6 +17,7 @@ import (
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/internal/testenv"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
@@ -85,6 +86,12 @@ func TestWorkerRabbitMQCluster(t *testing.T) {
 
 func TestWorkerPgBouncer(t *testing.T) {
 	runWorkerTests(t, urlOpener(testenv.PgBouncerURL(t), map[string]string{"fila_migrate": "true", "fila_poll_interval": "100ms"}))
+}
+
+// TestWorkerMySQL runs the suite on MariaDB (MySQL under testcontainers),
+// whose receivers of other processes poll (fila_poll_interval).
+func TestWorkerMySQL(t *testing.T) {
+	runWorkerTests(t, urlOpener(testenv.MySQLURL(t), map[string]string{"fila_migrate": "true"}))
 }
 
 func TestWorkerMongo(t *testing.T) {

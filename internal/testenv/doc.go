@@ -1,15 +1,15 @@
 // Package testenv tells Fila's integration tests where to find a real broker.
 //
 // Every driver's tests talk to a real server over a real connection; no mock
-// stands in for a broker. [PostgresURL], [RedisURL], [RabbitMQURL] and
-// [MongoURL] are package filatest's URL, which looks for a server in this
-// order:
+// stands in for a broker. [PostgresURL], [RedisURL], [RabbitMQURL],
+// [MongoURL] and [MySQLURL] are package filatest's URL, which looks for a
+// server in this order:
 //
 //  1. an environment variable: FILA_TEST_POSTGRES_URL, FILA_TEST_REDIS_URL,
-//     FILA_TEST_RABBITMQ_URL or FILA_TEST_MONGO_URL. The project script
-//     scripts/services installs and starts the four servers on loopback and
-//     prints these variables: eval "$(scripts/services)"; scripts/test does
-//     that and runs every test;
+//     FILA_TEST_RABBITMQ_URL, FILA_TEST_MONGO_URL or FILA_TEST_MYSQL_URL. The
+//     project script scripts/services installs and starts the five servers
+//     on loopback (MariaDB for MySQL) and prints these variables:
+//     eval "$(scripts/services)"; scripts/test does that and runs every test;
 //  2. otherwise, when a Docker engine answers, a container started with
 //     testcontainers-go, once per test binary and shared by its tests (so
 //     tests must use unique queue names);

@@ -11,11 +11,11 @@ import (
 // use: a real broker, or PostgreSQL in its log mode.
 type Target struct {
 	// Name is the broker's name ("postgres", "postgres-log", "redis",
-	// "rabbitmq", "mongo"), for subtest names.
+	// "rabbitmq", "mongo", "mysql"), for subtest names.
 	Name string
 	// URL returns the broker's Fila URL, or skips the test (fails it when CI
-	// is set) when the broker is not available. PostgreSQL URLs migrate
-	// (fila_migrate=true), so Fila's tables exist.
+	// is set) when the broker is not available. PostgreSQL and MySQL URLs
+	// migrate (fila_migrate=true), so Fila's tables exist.
 	URL func(testing.TB) string
 }
 
@@ -34,6 +34,10 @@ func Targets() []Target {
 		{"redis", RedisURL},
 		{"rabbitmq", RabbitMQURL},
 		{"mongo", MongoURL},
+		{"mysql", func(tb testing.TB) string {
+			tb.Helper()
+			return WithParams(tb, MySQLURL(tb), "fila_migrate", "true")
+		}},
 	}
 }
 

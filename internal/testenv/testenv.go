@@ -18,6 +18,9 @@ const (
 	RabbitMQEnv = "FILA_TEST_RABBITMQ_URL"
 	// MongoEnv holds a MongoDB URL, for example mongodb://127.0.0.1:27017/.
 	MongoEnv = "FILA_TEST_MONGO_URL"
+	// MySQLEnv holds a MySQL or MariaDB URL, for example
+	// mysql://root@127.0.0.1:3306/test.
+	MySQLEnv = "FILA_TEST_MYSQL_URL"
 )
 
 // PostgresURL returns the URL of a PostgreSQL server for tests, or skips the
@@ -43,6 +46,13 @@ func RabbitMQURL(tb testing.TB) string { tb.Helper(); return filatest.URL(tb, fi
 // tell it apart with the buildInfo command (see [IsFerretDBBuildInfo]). A
 // container is a real MongoDB single-node replica set.
 func MongoURL(tb testing.TB) string { tb.Helper(); return filatest.URL(tb, filatest.Mongo) }
+
+// MySQLURL returns the URL of a MySQL-compatible server for tests, or skips
+// the test (fails it when CI is set) when none is available. The server
+// behind FILA_TEST_MYSQL_URL may be MariaDB (scripts/services runs MariaDB
+// 10.11, Debian's); a container is a real MySQL 8.4 with user root and
+// database test.
+func MySQLURL(tb testing.TB) string { tb.Helper(); return filatest.URL(tb, filatest.MySQL) }
 
 // Main runs the tests of m, prints one line for each broker, cluster form
 // or browser the tests were skipped for (see filatest.Main), and exits with
