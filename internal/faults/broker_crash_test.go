@@ -48,6 +48,7 @@ func TestBrokerCrash(t *testing.T) {
 		{"postgres", privatePostgres},
 		{"redis", privateRedis},
 		{"rabbitmq", privateRabbitMQ},
+		{"mysql", privateMariaDB},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()

@@ -3,6 +3,7 @@ package faults_test
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -188,4 +190,122 @@ func rabbitNode(t *testing.T, script string, acct runAs, amqpPort, distPort int)
 		}
 	}
 	return s
+}
+
+// privateMariaDB runs mariadb-install-db on a fresh data directory and starts
+// a mariadbd on a free port of 127.0.0.1, with its socket, pid file and log
+// (stderr) in that directory and no option file read (--no-defaults). It
+// runs as the test's own account (with --user=root when that is root, which
+// mariadbd otherwise refuses). The root account has no password. Every
+// commit is written and flushed to the redo log before it returns
+// (innodb_flush_log_at_trx_commit=1, doublewrite on: the defaults, stated);
+// there is no binary log. Once it answers, the database "test" is created.
+func privateMariaDB(t *testing.T) *server {
+	install := findProgram(t, "mariadb-install-db", "mariadb-server", "/usr/bin", "/usr/local/mysql/scripts")
+	mariadbd := findProgram(t, "mariadbd", "mariadb-server", "/usr/sbin", "/usr/libexec")
+	acct := runAs{uid: os.Getuid(), gid: os.Getgid()}
+	dir := serverDir(t, "fila-faults-mariadb-", acct)
+	data := filepath.Join(dir, "data")
+	var asRoot []string
+	if os.Geteuid() == 0 {
+		asRoot = []string{"--user=root"}
+	}
+	initArgs := append([]string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal",
+		"--skip-test-db", "--skip-name-resolve"}, asRoot...)
+	init := exec.Command(install, initArgs...)
+	init.Dir = dir
+	init.Env = append(os.Environ(), "LC_ALL=C")
+	if out, err := init.CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	var addr string // of the server that started
+	srv := startOnFreePorts(t, 1, func(ports []int) *server {
+		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+		argv := append([]string{mariadbd, "--no-defaults", "--datadir=" + data,
+			"--port=" + strconv.Itoa(ports[0]), "--bind-address=127.0.0.1",
+			"--socket=" + filepath.Join(dir, "sock"), "--pid-file=" + filepath.Join(dir, "mariadbd.pid"),
+			"--tmpdir=" + dir, "--skip-name-resolve", "--skip-log-bin",
+			"--innodb-flush-log-at-trx-commit=1", "--innodb-doublewrite=1",
+			"--innodb-buffer-pool-size=64M", "--max-connections=200"}, asRoot...)
+		a := addr
+		return &server{
+			t: t, name: "mariadb", dir: dir, logPath: filepath.Join(dir, "server.log"),
+			argv: argv,
+			url:  "mysql://root@" + addr + "/test?fila_migrate=true",
+			probe: func(ctx context.Context) error {
+				return mariadbExec(ctx, a, "SELECT 1")
+			},
+			diag: func() string { return mariadbProcessList(a) },
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := mariadbExec(ctx, addr, "CREATE DATABASE IF NOT EXISTS test"); err != nil {
+		t.Fatalf("private mariadb: create database test: %v; its log ends:\n%s", err, srv.logTail())
+	}
+	return srv
+}
+
+// mariadbDB opens a database/sql handle on the private server's root
+// account, with no database selected.
+func mariadbDB(addr string) (*sql.DB, error) {
+	cfg := gomysql.NewConfig()
+	cfg.User = "root"
+	cfg.Net = "tcp"
+	cfg.Addr = addr
+	cfg.Timeout = time.Second
+	cfg.Logger = quietMySQLLog{} // a probe of a server still starting is no news
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(conn), nil
+}
+
+// quietMySQLLog drops go-sql-driver's log lines.
+type quietMySQLLog struct{}
+
+func (quietMySQLLog) Print(...any) {}
+
+// mariadbExec runs one statement on a fresh connection.
+func mariadbExec(ctx context.Context, addr, stmt string) error {
+	db, err := mariadbDB(addr)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, stmt)
+	return err
+}
+
+// mariadbProcessList describes the server's sessions for a failure message.
+func mariadbProcessList(addr string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := mariadbDB(addr)
+	if err != nil {
+		return fmt.Sprintf("processlist: %v", err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SELECT id, user, db, command, time, state, LEFT(COALESCE(info, ''), 200) FROM information_schema.processlist ORDER BY id")
+	if err != nil {
+		return fmt.Sprintf("processlist: %v", err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	b.WriteString("id user db command time state info\n")
+	for rows.Next() {
+		var id, secs int64
+		var user, command, state, info string
+		var dbName sql.NullString
+		if err := rows.Scan(&id, &user, &dbName, &command, &secs, &state, &info); err != nil {
+			fmt.Fprintf(&b, "scan: %v\n", err)
+			break
+		}
+		fmt.Fprintf(&b, "%d %s %s %s %ds %q %q\n", id, user, dbName.String, command, secs, state, info)
+	}
+	if err := rows.Err(); err != nil {
+		fmt.Fprintf(&b, "processlist: %v\n", err)
+	}
+	return b.String()
 }

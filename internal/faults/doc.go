@@ -33,7 +33,9 @@
 //   - TestBrokerCrash: a private broker on its own port and data directory
 //     (redis-server with appendonly yes and appendfsync always; an initdb'd
 //     PostgreSQL cluster; a second RabbitMQ node with its own node name,
-//     ports and mnesia directory), a producer and a worker on one
+//     ports and mnesia directory; for the mysql driver a mariadbd on a
+//     mariadb-install-db'd data directory, innodb_flush_log_at_trx_commit=1,
+//     no binary log), a producer and a worker on one
 //     fila.Client, the broker killed with SIGKILL mid-run and started again
 //     on the same port and data. Every message whose Enqueue returned nil is
 //     handled (the producer retries failed enqueues, so duplicates are
@@ -105,10 +107,13 @@
 // PostgreSQL cluster and a RabbitMQ node run as the postgres and rabbitmq
 // users when the test runs as root (the RabbitMQ node shares the machine's
 // epmd and, as that user, its Erlang cookie, so `rabbitmqctl -n NODE`
-// reaches it). A kill SIGKILLs the broker process (for RabbitMQ the
-// beam.smp the start script runs) and every process it started, found by
-// walking /proc from the process the test started; nothing else on the
-// machine is ever signalled.
+// reaches it). A MariaDB server runs as the test's own account
+// (--user=root when that is root) with --no-defaults, so no option file of
+// the machine applies; its socket, pid file, temporary files and log are in
+// its directory, and its root account has no password. A kill SIGKILLs the
+// broker process (for RabbitMQ the beam.smp the start script runs) and
+// every process it started, found by walking /proc from the process the
+// test started; nothing else on the machine is ever signalled.
 //
 // Two settings are the brokers' limits, not Fila's. RabbitMQ 3.10 saves the
 // quorum queues' Raft directory and metadata (dets tables) every 500 ms and
