@@ -42,6 +42,10 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives the driver's own events. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// sessionReadCommitted: the pool's connections start at READ
+	// COMMITTED (Open sets it), so transactions need not ask.
+	sessionReadCommitted bool
 }
 
 // Driver is Fila's MySQL and MariaDB driver. Build it with Open (through
@@ -58,6 +62,9 @@ type Driver struct {
 	log    *slog.Logger
 	q      statements
 	wake   notifier
+	// txOpts are the options of the driver's own transactions: READ
+	// COMMITTED, unless the connections start at it.
+	txOpts *sql.TxOptions
 	// mariadb reports a MariaDB server (else MySQL).
 	mariadb bool
 	version string
@@ -145,6 +152,9 @@ func newDriver(ctx context.Context, db *sql.DB, own bool, o Options) (*Driver, e
 		mariadb: strings.Contains(strings.ToLower(version), "mariadb"),
 		version: version,
 		done:    make(chan struct{}),
+	}
+	if !o.sessionReadCommitted {
+		d.txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
 	d.wake.init()
 	return d, nil

@@ -266,7 +266,7 @@ func (d *Driver) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 	var err error
 	for try := 0; try < 3; try++ {
 		var tx *sql.Tx
-		tx, err = d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		tx, err = d.db.BeginTx(ctx, d.txOpts)
 		if err != nil {
 			return mapErr(ctx, op, err)
 		}

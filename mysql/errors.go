@@ -90,7 +90,7 @@ func mapErr(ctx context.Context, op string, err error) error {
 			erQueryInterrupted, erConnectionKilled, erLockNowait, erReadOnly:
 			return fmt.Errorf("fila/mysql: %s: %w: %w", op, ErrUnavailable, err)
 		case erUnknownSysVar, erWrongValueForVar:
-			return fmt.Errorf("fila/mysql: %s: %w: %s (a URL parameter that is neither a go-sql-driver option, a fila_ parameter nor a server variable?)", op, backend.ErrInvalid, me.Message)
+			return fmt.Errorf("fila/mysql: %s: %w: %w (a URL parameter that is neither a go-sql-driver option, a fila_ parameter nor a server variable?)", op, backend.ErrInvalid, err)
 		case erNetPacketTooLarge:
 			return fmt.Errorf("fila/mysql: %s: %w: %s (raise the server's max_allowed_packet to 16M or more, and leave go-sql-driver's maxAllowedPacket at 0: Fila's messages may be 15 MiB)", op, backend.ErrInvalid, me.Message)
 		case erDataTooLong, erTruncatedValue, erOutOfRange, erTruncatedWrong:

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -59,19 +60,61 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 		o.Logger = slog.Default()
 	}
 	cfg.Logger = libLogger{o.Logger.With(slog.String("driver", "mysql"))}
-	conn, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		return nil, backend.Invalidf("mysql URL: %v", err)
+	// The driver's connections run at READ COMMITTED from the start, so
+	// its transactions need no SET TRANSACTION first: MySQL names the
+	// variable transaction_isolation, MariaDB before 11.1 tx_isolation,
+	// and a server refuses the name it does not know at connection start.
+	// A URL that sets either keeps its own level, and the driver then asks
+	// for READ COMMITTED on each of its transactions.
+	vars := []string{"transaction_isolation", "tx_isolation"}
+	if hasParam(restRawOf(u), "transaction_isolation") || hasParam(restRawOf(u), "tx_isolation") {
+		vars = []string{""}
 	}
-	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	d, err := newDriver(ctx, db, true, o)
-	if err != nil {
+	for i, v := range vars {
+		c := cfg.Clone()
+		if v != "" {
+			if c.Params == nil {
+				c.Params = map[string]string{}
+			}
+			c.Params[v] = "'READ-COMMITTED'"
+		}
+		conn, err := gomysql.NewConnector(c)
+		if err != nil {
+			return nil, backend.Invalidf("mysql URL: %v", err)
+		}
+		db := sql.OpenDB(conn)
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
+		o.sessionReadCommitted = v != ""
+		d, err := newDriver(ctx, db, true, o)
+		if err == nil {
+			return d, nil
+		}
 		db.Close()
-		return nil, err
+		if i+1 == len(vars) || !isUnknownVariable(err, v) {
+			return nil, err
+		}
 	}
-	return d, nil
+	panic("unreachable")
+}
+
+// isUnknownVariable reports MySQL's error 1193 naming variable v.
+func isUnknownVariable(err error, v string) bool {
+	var me *mysqlError
+	return errors.As(err, &me) && me.Number == erUnknownSysVar && strings.Contains(me.Message, v)
+}
+
+// restRawOf returns the query parameters of u that are not Fila's, as
+// written.
+func restRawOf(u *url.URL) []string {
+	var out []string
+	for _, pair := range strings.Split(u.RawQuery, "&") {
+		k, _, _ := strings.Cut(pair, "=")
+		if pair != "" && !strings.HasPrefix(strings.ToLower(k), paramPrefix) {
+			out = append(out, pair)
+		}
+	}
+	return out
 }
 
 // parseURL splits u into Fila's options and go-sql-driver's configuration.
@@ -138,6 +181,13 @@ func parseURL(u *url.URL) (Options, int, *gomysql.Config, error) {
 	if u.User != nil {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
+	}
+	if !hasParam(restRaw, "interpolateParams") {
+		// One round trip a statement instead of two (prepare, execute).
+		// go-sql-driver falls back to a prepared statement by itself for
+		// a statement that would not fit a packet (a large body), which
+		// then travels as long data.
+		cfg.InterpolateParams = true
 	}
 	if !hasParam(restRaw, "maxAllowedPacket") {
 		// The server's limit: larger arguments travel as long data, so a

@@ -219,3 +219,33 @@ func TestNewOverApplicationDB(t *testing.T) {
 		t.Errorf("New(nil): %v; want ErrInvalid", err)
 	}
 }
+
+// TestOpenReadCommitted: the connections of a driver opened from a URL run
+// at READ COMMITTED (at REPEATABLE READ, InnoDB's range locks would make
+// enqueues wait for claims), whichever name the server gives the
+// variable; a URL that sets the level keeps it.
+func TestOpenReadCommitted(t *testing.T) {
+	level := func(d *mysql.Driver) string {
+		var v string
+		err := d.DB().QueryRow("SELECT @@transaction_isolation").Scan(&v)
+		if err != nil {
+			err = d.DB().QueryRow("SELECT @@tx_isolation").Scan(&v)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	db := testDB(t)
+	prefix := freshPrefix(t, db)
+	if got := level(openDriver(t, prefix)); got != "READ-COMMITTED" {
+		t.Errorf("isolation of the driver's connections: %s; want READ-COMMITTED", got)
+	}
+	name := "transaction_isolation"
+	if strings.Contains(openDriver(t, prefix).ServerVersion(), "MariaDB") {
+		name = "tx_isolation"
+	}
+	if got := level(openDriver(t, prefix, name, "'SERIALIZABLE'")); got != "SERIALIZABLE" {
+		t.Errorf("isolation with %s=SERIALIZABLE in the URL: %s", name, got)
+	}
+}
