@@ -1,9 +1,10 @@
-// Package fila is one queue API over PostgreSQL, Redis, RabbitMQ, MongoDB
-// and an in-memory broker, with one conformance suite that proves they keep
-// the same promises. Start on the Postgres you already run; move to another
-// broker later by changing a URL, with the workers untouched.
+// Package fila is one queue API over PostgreSQL, MySQL (and MariaDB),
+// Redis, RabbitMQ, MongoDB and an in-memory broker, with one conformance
+// suite that proves they keep the same promises. Start on the Postgres or
+// MySQL you already run; move to another broker later by changing a URL,
+// with the workers untouched.
 //
-//	c, err := fila.Open(ctx, "postgres://localhost/app") // or redis://, amqp://, mongodb://, mem://
+//	c, err := fila.Open(ctx, "postgres://localhost/app") // or mysql://, redis://, amqp://, mongodb://, mem://
 //	id, err := c.Enqueue(ctx, "emails", fila.Message{Kind: "welcome", Body: []byte(`{"user_id":42}`)})
 //
 //	ds, err := c.Receive(ctx, "emails", fila.ReceiveParams{Max: 10, Lease: time.Minute})
