@@ -15,7 +15,7 @@
 //	go install github.com/fila-go/fila/cmd/fila@latest
 //
 // The broker URL comes from --url or the FILA_URL environment variable
-// (postgres://, redis://, amqp://, mongodb://, mem://). Its credentials are
+// (postgres://, mysql://, redis://, amqp://, mongodb://, mem://). Its credentials are
 // never printed: the password of the user part and the value of every
 // credential parameter (password, sslpassword, sslkey, keyfile, token,
 // secret, …; see fila.Redact) show as xxxxx, and so does any URL an error
@@ -156,7 +156,7 @@
 //	   migration that moved nothing although the source holds ready messages)
 //	2  usage error or invalid input: unknown command or flag, missing flag,
 //	   bad URL or URL parameter, invalid queue or topic name, message id, kind, header or delay,
-//	   body too large, PostgreSQL schema not migrated (run fila schema up),
+//	   body too large, PostgreSQL schema or MySQL tables not migrated (run fila schema up),
 //	   a dead list --cursor used with another queue or --kind
 //	3  the broker cannot be reached (open or ping failed, or timed out)
 //	4  the broker's driver lacks the capability (stats, dead-letter

@@ -186,8 +186,9 @@ schema migrations, moving a queue to another broker (fila migrate --from URL
 --to URL), and a web dashboard (fila ui).
 
 The broker URL comes from --url or the FILA_URL environment variable:
-  postgres://user@host:5432/db   redis://host:6379/0   amqp://user:pass@host:5672/
-  mongodb://host:27017/db        mem:// (in-process; only useful in tests)
+  postgres://user@host:5432/db   mysql://user:pass@host:3306/db   redis://host:6379/0
+  amqp://user:pass@host:5672/    mongodb://host:27017/db
+  mem:// (in-process; only useful in tests)
 
 Exit codes: 0 ok, 1 operation failed, 2 usage or invalid input, 3 broker
 unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
