@@ -23,9 +23,10 @@
 //
 // The scheme is "fila+" before a Fila scheme: fila+mem, fila+postgres,
 // fila+postgresql, fila+redis, fila+rediss, fila+amqp, fila+amqps,
-// fila+mongodb, fila+mongodb+srv (Schemes). The parameters below are this
-// package's; they are taken out, and the rest of the URL, "fila+" removed,
-// goes to fila.Open, whose drivers refuse parameters they do not know.
+// fila+mongodb, fila+mongodb+srv, fila+mysql (Schemes). The parameters
+// below are this package's; they are taken out, and the rest of the URL,
+// "fila+" removed, goes to fila.Open, whose drivers refuse parameters they
+// do not know.
 //
 //	parameter             URL           default       meaning
 //	topic                 topic         (required)    Fila topic to publish to

@@ -32,6 +32,7 @@ var Schemes = []string{
 	"fila+redis", "fila+rediss",
 	"fila+amqp", "fila+amqps",
 	"fila+mongodb", "fila+mongodb+srv",
+	"fila+mysql",
 }
 
 var defaultOpener = new(URLOpener)

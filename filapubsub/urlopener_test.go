@@ -182,6 +182,8 @@ func TestURLErrorsRedactCredentials(t *testing.T) {
 		"fila+amqp://guest:" + secret + "@127.0.0.1:1/?queue=q&lease=x",
 		"fila+mem://x:" + secret + "@h?topic=t&bogus=1",
 		"fila+mongodb://app:" + secret + "@127.0.0.1:1/?topic=t&serverSelectionTimeoutMS=500&connectTimeoutMS=500",
+		"fila+mysql://app:" + secret + "@127.0.0.1:1/db?topic=t&timeout=2s",
+		"fila+mysql://app:" + secret + "@127.0.0.1:1/db?queue=q&timeout=x",
 		"fila+postgres://app:" + secret + "@127.0.0.1:1/db?topic=t&queue=q",
 	} {
 		check(t, raw)
@@ -198,6 +200,12 @@ func TestURLErrorsRedactCredentials(t *testing.T) {
 		u, _ := url.Parse(testenv.RabbitMQURL(t))
 		u.User = url.UserPassword("nobody", secret)
 		check(t, gocloudURL(t, u.String(), "queue", "q"))
+	})
+	t.Run("mysql", func(t *testing.T) {
+		t.Parallel()
+		u, _ := url.Parse(testenv.MySQLURL(t))
+		u.User = url.UserPassword("nobody", secret)
+		check(t, gocloudURL(t, u.String(), "topic", "t"))
 	})
 }
 
