@@ -127,7 +127,7 @@ func New(drv backend.Driver, opts ...Option) (*Client, error) {
 }
 
 // DriverName returns the short name of the client's driver ("postgres",
-// "redis", "rabbitmq", "mongo", "memory"), as errors and logs name it:
+// "mysql", "redis", "rabbitmq", "mongo", "memory"), as errors and logs name it:
 // the driver's backend.Namer name, or "unnamed" for a driver without one.
 func (c *Client) DriverName() string { return c.name }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/fila-go/fila/internal/testenv"
 	_ "github.com/fila-go/fila/memory"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
@@ -38,6 +39,7 @@ var brokers = []struct {
 	{name: "postgres", url: func(t *testing.T) string { return withParam(testenv.PostgresURL(t), "fila_migrate", "true") }},
 	{name: "redis", url: func(t *testing.T) string { return testenv.RedisURL(t) }},
 	{name: "mongo", url: mongoURL},
+	{name: "mysql", url: func(t *testing.T) string { return withParam(testenv.MySQLURL(t), "fila_migrate", "true") }},
 	{name: "rabbitmq", url: func(t *testing.T) string { return testenv.RabbitMQURL(t) }, partialStats: true},
 }
 

@@ -39,7 +39,7 @@ const (
 // Attribute keys. The messaging.* keys come from the semantic conventions.
 const (
 	// AttrSystem is messaging.system: the driver's name ("postgres",
-	// "redis", "rabbitmq", "mongo", "memory").
+	// "mysql", "redis", "rabbitmq", "mongo", "memory").
 	AttrSystem = semconv.MessagingSystemKey
 	// AttrDestination is messaging.destination.name: the queue.
 	AttrDestination = semconv.MessagingDestinationNameKey

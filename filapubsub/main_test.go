@@ -15,6 +15,7 @@ import (
 	"github.com/fila-go/fila/internal/testenv"
 	_ "github.com/fila-go/fila/memory"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"

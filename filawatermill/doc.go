@@ -1,7 +1,7 @@
 // Package filawatermill runs Watermill (github.com/ThreeDotsLabs/watermill)
 // on Fila: a message.Publisher and a message.Subscriber over a *fila.Client,
 // so a Watermill application gets Fila's leases, retries and dead letters
-// on PostgreSQL, Redis, RabbitMQ, MongoDB or the in-memory broker, chosen
+// on PostgreSQL, MySQL, Redis, RabbitMQ, MongoDB or the in-memory broker, chosen
 // by the client's URL. It is a Go module of its own
 // (github.com/fila-go/fila/filawatermill), so Fila itself does not depend
 // on Watermill.

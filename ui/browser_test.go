@@ -273,13 +273,13 @@ func pageOf(path, sel string) string {
 	return fmt.Sprintf("location.pathname === %s && %s", jsString(path), exists(sel))
 }
 
-// TestBrowser drives the dashboard in Chromium on four brokers: the
+// TestBrowser drives the dashboard in Chromium on five brokers: the
 // overview's counts, a dead letter opened from the list, replayed by
 // clicking through the confirmation, the counts changing; markup in every
 // untrusted field shown as text and never run; read-only mode refusing an
 // action.
 func TestBrowser(t *testing.T) {
-	for _, name := range []string{"memory", "postgres", "redis", "rabbitmq"} {
+	for _, name := range []string{"memory", "postgres", "redis", "rabbitmq", "mysql"} {
 		b := brokerNamed(t, name)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net/url"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fila-go/fila"
@@ -108,6 +110,7 @@ func TestUnreachableBroker(t *testing.T) {
 	for _, u := range []string{
 		"postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2",
 		"redis://127.0.0.1:1/0",
+		"mysql://root@127.0.0.1:1/test?timeout=2s",
 	} {
 		start := time.Now()
 		r := fails(t, 3, "broker at "+strings.Split(u, "?")[0], "", "--url", u, "--connect-timeout", "1s", "stats", "q")
@@ -127,7 +130,8 @@ func TestUnreachableBroker(t *testing.T) {
 // where the test can provoke a refusal without changing the shared
 // server's configuration: PostgreSQL refuses a role that does not exist
 // (its loopback connections are trusted, so a wrong password would pass),
-// RabbitMQ a wrong password, and the test FerretDB every SCRAM login.
+// RabbitMQ a wrong password, the test FerretDB every SCRAM login, and
+// MySQL (or MariaDB) a user that does not exist.
 func TestAccessDenied(t *testing.T) {
 	t.Parallel()
 	withUser := func(raw string, user *url.Userinfo) string {
@@ -150,6 +154,9 @@ func TestAccessDenied(t *testing.T) {
 		}},
 		{"mongo", func(t *testing.T) string {
 			return withUser(testenv.MongoURL(t), url.UserPassword("no_such_user", "wrong-password"))
+		}},
+		{"mysql", func(t *testing.T) string {
+			return withUser(testenv.MySQLURL(t), url.UserPassword("no_such_user", "wrong-password"))
 		}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
@@ -233,12 +240,63 @@ func TestSchemaUp(t *testing.T) {
 		}
 		fails(t, 3, "cannot reach the broker", "", "--url", "postgres://postgres@127.0.0.1:1/test?sslmode=disable", "schema", "up")
 	})
+	t.Run("mysql", func(t *testing.T) {
+		base := testenv.MySQLURL(t)
+		prefix := unique("cli") + "_"
+		u := withParam(base, "fila_prefix", prefix)
+		t.Cleanup(func() { dropMySQLTables(t, base, prefix) })
+		// Before: the tables are missing; commands say what to do.
+		r := fails(t, 2, "are at schema version 0", "", "--url", u, "stats", "q")
+		if !strings.Contains(r.stderr, "Run 'fila schema up'") {
+			t.Errorf("no hint to run fila schema up: %q", r.stderr)
+		}
+		for range 2 { // the second run changes nothing
+			out := ok(t, "", "--url", u, "schema", "up")
+			if !regexp.MustCompile(`mysql: tables "` + prefix + `\*" are at version [1-9]`).MatchString(out) {
+				t.Errorf("schema up: %q", out)
+			}
+		}
+		if out := ok(t, "", "--url", u, "stats", "q"); !regexp.MustCompile(`\nq\s+0\s+0`).MatchString(out) {
+			t.Errorf("stats after schema up: %q", out)
+		}
+		fails(t, 3, "cannot reach the broker", "", "--url", "mysql://root@127.0.0.1:1/test?timeout=2s", "schema", "up")
+	})
 	t.Run("redis", func(t *testing.T) {
 		u := testenv.RedisURL(t)
 		if out := ok(t, "", "--url", u, "schema", "up"); !strings.Contains(out, "redis: no schema to migrate") {
 			t.Errorf("schema up on redis: %q", out)
 		}
 	})
+}
+
+// dropMySQLTables drops Fila's tables of prefix in the database of the
+// mysql:// URL raw.
+func dropMySQLTables(t *testing.T, raw, prefix string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	cfg := gomysql.NewConfig()
+	cfg.Net, cfg.Addr, cfg.DBName = "tcp", u.Host, strings.TrimPrefix(u.Path, "/")
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range []string{"messages", "dead", "marks", "schema"} {
+		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS `"+prefix+name+"`"); err != nil {
+			t.Errorf("drop %s%s: %v", prefix, name, err)
+		}
+	}
 }
 
 // TestBinary builds the command and runs it as a process, for the exit code

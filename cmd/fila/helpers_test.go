@@ -39,6 +39,7 @@ var brokers = []broker{
 	// A fresh database per test: FerretDB can wedge a database after an
 	// interrupted operation (every later write fails with "interrupted").
 	{name: "mongo", url: freshMongo},
+	{name: "mysql", url: func(t *testing.T) string { return withParam(testenv.MySQLURL(t), "fila_migrate", "true") }},
 	{name: "rabbitmq", url: func(t *testing.T) string { return testenv.RabbitMQURL(t) }, instanceStats: true, noDedup: true, noQueueList: true},
 }
 

@@ -229,12 +229,13 @@ func TestMigrateErrors(t *testing.T) {
 	fails(t, 2, "invalid argument", "", "migrate", "--from", mem, "--to", bare, "-q", "not a queue")
 }
 
-// TestMigrateRealBrokers moves a queue between PostgreSQL and Redis and
-// MongoDB, both ways, with delayed messages and dead letters.
+// TestMigrateRealBrokers moves a queue between PostgreSQL and Redis,
+// MongoDB and MySQL, both ways, with delayed messages and dead letters.
 func TestMigrateRealBrokers(t *testing.T) {
 	t.Parallel()
 	pg := func(t *testing.T) string { return withParam(testenv.PostgresURL(t), "fila_migrate", "true") }
 	redis := func(t *testing.T) string { return testenv.RedisURL(t) }
+	my := func(t *testing.T) string { return withParam(testenv.MySQLURL(t), "fila_migrate", "true") }
 	for _, c := range []struct {
 		name     string
 		from, to func(t *testing.T) string
@@ -247,6 +248,8 @@ func TestMigrateRealBrokers(t *testing.T) {
 		{"redis_to_postgres", redis, pg, "4"},
 		{"postgres_to_mongo", pg, freshMongo, "4"},
 		{"mongo_to_postgres", freshMongo, pg, "1"},
+		{"postgres_to_mysql", pg, my, "4"},
+		{"mysql_to_postgres", my, pg, "4"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -25,11 +25,13 @@ var secretURLs = []string{
 	"mongodb://u:S3cretUser@127.0.0.1:1/?serverSelectionTimeoutMS=300&tlsCertificateKeyFilePassword=S3cretPW",
 	"mongodb://u@127.0.0.1:1/?serverSelectionTimeoutMS=300&authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:S3cretToken",
 	"mongodb+srv://u:S3cretUser@fila-test.invalid/?api_signature=S3cretSig&x_credential=S3cretCred",
+	"mysql://u:S3cret%26User@127.0.0.1:1/db?timeout=2s",
+	"mysql://u@127.0.0.1:1/db?serverPubKey=S3cretKey&timeout=2s",
 }
 
 // badParams make each URL invalid: an unknown Fila parameter, and a bad
 // value for the broker client library's own parsing.
-var badParams = []string{"fila_bogus=1", "sslmode=bogus", "db=notanumber", "heartbeat=x", "maxPoolSize=many", "protocol=9"}
+var badParams = []string{"fila_bogus=1", "sslmode=bogus", "db=notanumber", "heartbeat=x", "maxPoolSize=many", "protocol=9", "readTimeout=x"}
 
 func withQuery(raw, kv string) string {
 	if strings.Contains(raw, "?") {

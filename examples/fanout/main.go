@@ -12,6 +12,7 @@
 //	FILA_URL=redis://127.0.0.1:6379/0 go run ./examples/fanout
 //	FILA_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/fanout
 //	FILA_URL=mongodb://127.0.0.1:27017/fila go run ./examples/fanout
+//	FILA_URL='mysql://root@127.0.0.1:3306/test?fila_migrate=true' go run ./examples/fanout
 //
 // On a real broker the topic and queue names end with a random suffix
 // (orders-<random>, orders-<random>.email, ...), so that runs side by side
@@ -39,6 +40,7 @@ import (
 	"github.com/fila-go/fila"
 	_ "github.com/fila-go/fila/memory"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"

@@ -23,6 +23,9 @@ func TestStoryOnBrokers(t *testing.T) {
 		"redis":    testenv.RedisURL,
 		"rabbitmq": testenv.RabbitMQURL,
 		"mongo":    testenv.MongoURL,
+		"mysql": func(tb testing.TB) string {
+			return testenv.WithParams(tb, testenv.MySQLURL(tb), "fila_migrate", "true")
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -14,8 +14,9 @@
 //	                 postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 //	FILA_TARGET_URL  the broker the relay publishes to, default mem:// (the
 //	                 in-memory broker); any Fila URL: amqp://, redis://,
-//	                 mongodb://, ... When it cannot be reached the example says
-//	                 so and relays to the in-memory broker instead.
+//	                 mongodb://, mysql://, ... When it cannot be reached the
+//	                 example says so and relays to the in-memory broker
+//	                 instead.
 //
 // Run it with
 //
@@ -58,6 +59,7 @@ import (
 	"github.com/fila-go/fila"
 	_ "github.com/fila-go/fila/memory"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	"github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"

@@ -18,6 +18,9 @@ func TestStory(t *testing.T) {
 		"postgres": func(tb testing.TB) string { return testenv.PostgresURL(tb) + "&fila_migrate=true" },
 		"redis":    testenv.RedisURL,
 		"rabbitmq": testenv.RabbitMQURL,
+		"mysql": func(tb testing.TB) string {
+			return testenv.WithParams(tb, testenv.MySQLURL(tb), "fila_migrate", "true")
+		},
 	}
 	for name, url := range urls {
 		t.Run(name, func(t *testing.T) {

@@ -10,6 +10,7 @@
 //	FILA_URL=redis://127.0.0.1:6379/0 go run ./examples/worker
 //	FILA_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/worker
 //	FILA_URL=mongodb://127.0.0.1:27017/fila go run ./examples/worker
+//	FILA_URL='mysql://root@127.0.0.1:3306/test?fila_migrate=true' go run ./examples/worker
 //
 // Each run uses a queue of its own (example-worker-<random>) and deletes it,
 // with its dead letter, at the end. On PostgreSQL, fila_migrate=true creates
@@ -32,6 +33,7 @@ import (
 	"github.com/fila-go/fila"
 	_ "github.com/fila-go/fila/memory"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"

@@ -18,6 +18,9 @@ func TestStoryOnBrokers(t *testing.T) {
 		"postgres": func(tb testing.TB) string { return testenv.PostgresURL(tb) + "&fila_migrate=true" },
 		"redis":    testenv.RedisURL,
 		"rabbitmq": testenv.RabbitMQURL,
+		"mysql": func(tb testing.TB) string {
+			return testenv.WithParams(tb, testenv.MySQLURL(tb), "fila_migrate", "true")
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

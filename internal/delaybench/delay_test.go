@@ -21,6 +21,7 @@ import (
 	"github.com/fila-go/fila/internal/testenv"
 	_ "github.com/fila-go/fila/memory"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 const delay = time.Second
 
 func BenchmarkDelayLateness(b *testing.B) {
-	for _, broker := range []string{filatest.Memory, filatest.Postgres, filatest.Redis, filatest.RabbitMQ, filatest.Mongo} {
+	for _, broker := range []string{filatest.Memory, filatest.Postgres, filatest.Redis, filatest.RabbitMQ, filatest.Mongo, filatest.MySQL} {
 		b.Run(broker, func(b *testing.B) {
 			c := filatest.Open(b, broker)
 			q := filatest.Queue(b, c)

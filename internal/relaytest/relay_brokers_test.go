@@ -18,6 +18,7 @@ import (
 	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/testenv"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
@@ -58,6 +59,7 @@ var relayTargets = []relayTarget{
 	// the machine is busy, hence the longer idle and delay.
 	{name: "mongo", url: mongoRelayURL, n: 500, batch: 50, dedup: true, serial: true, idle: 5 * time.Second, delay: 10 * time.Second},
 	{name: "rabbitmq", url: testenv.RabbitMQURL, n: 10000, idle: time.Second, delay: 5 * time.Second},
+	{name: "mysql", url: mysqlRelayURL, n: 10000, dedup: true, idle: time.Second, delay: 5 * time.Second},
 }
 
 const (
@@ -433,6 +435,12 @@ func mongoRelayURL(tb testing.TB) string {
 		_ = c.Database(db).Drop(ctx)
 	})
 	return u.String()
+}
+
+// mysqlRelayURL is the test server's URL with Fila's tables migrated at
+// open.
+func mysqlRelayURL(tb testing.TB) string {
+	return testenv.WithParams(tb, testenv.MySQLURL(tb), "fila_migrate", "true")
 }
 
 func openRelayClient(t *testing.T, u string) *fila.Client {

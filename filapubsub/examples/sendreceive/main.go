@@ -9,6 +9,7 @@
 //	FILA_URL=redis://127.0.0.1:6379/0 go run ./examples/sendreceive
 //	FILA_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/sendreceive
 //	FILA_URL=mongodb://127.0.0.1:27017/fila go run ./examples/sendreceive
+//	FILA_URL='mysql://root@127.0.0.1:3306/test?fila_migrate=true' go run ./examples/sendreceive
 //
 // Run it from the filapubsub directory. On a real broker the topic and
 // queue names end with a random suffix, so that runs side by side never
@@ -33,6 +34,7 @@ import (
 	"github.com/fila-go/fila/filapubsub" // registers fila+<scheme> URLs with gocloud
 	_ "github.com/fila-go/fila/memory"   // the drivers this program can use
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"

@@ -12,6 +12,7 @@
 //	FILA_URL=redis://127.0.0.1:6379/0 go run ./examples/router
 //	FILA_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/router
 //	FILA_URL=mongodb://127.0.0.1:27017/fila go run ./examples/router
+//	FILA_URL='mysql://root@127.0.0.1:3306/test?fila_migrate=true' go run ./examples/router
 //
 // (from the filawatermill folder, which is a Go module of its own). On a
 // real broker the topic names end with a random suffix (orders-<random>,
@@ -43,6 +44,7 @@ import (
 	"github.com/fila-go/fila/filawatermill"
 	_ "github.com/fila-go/fila/memory"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
