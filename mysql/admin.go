@@ -221,7 +221,13 @@ func (d *Driver) EnqueueMultiTx(ctx context.Context, tx any, batches []backend.Q
 	if err := checkMulti(batches); err != nil {
 		return err
 	}
-	return mapErr(ctx, "enqueue", d.insertMulti(ctx, q, batches))
+	if err := d.insertMulti(ctx, q, batches); err != nil {
+		return mapErr(ctx, "enqueue", err)
+	}
+	for _, b := range batches {
+		d.wake.wake(b.Queue) // as EnqueueTx does
+	}
+	return nil
 }
 
 func checkMulti(batches []backend.QueueBatch) error {

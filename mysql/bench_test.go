@@ -13,7 +13,8 @@ import (
 
 // BenchmarkWakeup measures how late a Receive blocked on an empty queue
 // returns after an Enqueue returned: through the same driver (woken at
-// once) and through another driver, as another process would (the
+// once), through the same driver's EnqueueTx and a commit (its
+// receivers poll again from 10ms), and through another driver, as another process would (the
 // receiver polls, every fila_poll_interval at most). The receiver has
 // waited a second or more before each enqueue, which comes at a random
 // point of its poll period, so its poll has backed off to the
@@ -27,10 +28,12 @@ func BenchmarkWakeup(b *testing.B) {
 		name  string
 		other bool
 		poll  string
+		tx    bool
 	}{
-		{"same-driver", false, "250ms"},
-		{"other-driver/poll=250ms", true, "250ms"},
-		{"other-driver/poll=50ms", true, "50ms"},
+		{"same-driver", false, "250ms", false},
+		{"same-driver-tx", false, "250ms", true},
+		{"other-driver/poll=250ms", true, "250ms", false},
+		{"other-driver/poll=50ms", true, "50ms", false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			recv := openDriver(b, prefix, "fila_poll_interval", c.poll)
@@ -55,7 +58,20 @@ func BenchmarkWakeup(b *testing.B) {
 				// Let the receiver's poll back off, and enqueue at a
 				// random point of its poll period.
 				time.Sleep(time.Second + rand.N(300*time.Millisecond))
-				if _, err := send.Enqueue(ctx, queue, []backend.Message{{ID: uuidFor(i, queue), Kind: "k", Body: []byte("x"), EnqueuedAt: time.Now()}}); err != nil {
+				msgs := []backend.Message{{ID: uuidFor(i, queue), Kind: "k", Body: []byte("x"), EnqueuedAt: time.Now()}}
+				if c.tx {
+					// EnqueueTx, then the commit.
+					tx, err := db.BeginTx(ctx, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := send.EnqueueTx(ctx, tx, queue, msgs); err != nil {
+						b.Fatal(err)
+					}
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
+				} else if _, err := send.Enqueue(ctx, queue, msgs); err != nil {
 					b.Fatal(err)
 				}
 				sent := time.Now()

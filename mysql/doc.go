@@ -80,7 +80,9 @@
 //
 // MySQL has no LISTEN/NOTIFY. A Receive blocked on an empty queue wakes at
 // once for an enqueue, a replay or a retry made through the same driver
-// (the same client); for another process's, it polls: it reads the queue's
+// (the same client), and polls again from 10ms after an EnqueueTx through
+// it (the commit is the caller's: 2.1ms median, 12ms at most, measured as
+// below); for another process's, it polls: it reads the queue's
 // next due time, one index probe per level and no lock, first after 10ms,
 // then doubling up to fila_poll_interval while the queue stays empty, and
 // claims only when something is due. Measured here (BenchmarkWakeup: a

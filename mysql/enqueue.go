@@ -42,8 +42,10 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 
 // EnqueueTx stores msgs inside the caller's transaction: tx must be a
 // Querier, typically a *sql.Tx. The messages take effect when the caller
-// commits and vanish on rollback; receivers find them at their next poll
-// (fila_poll_interval) after the commit. A dedup key held by a message of
+// commits and vanish on rollback. This driver's receivers of the queue
+// start polling again from MinPollInterval (10ms, doubling), so they find
+// the messages soon after a prompt commit; other processes' receivers at
+// their next poll. A dedup key held by a message of
 // another transaction that has not committed yet makes EnqueueTx wait for
 // that transaction.
 func (d *Driver) EnqueueTx(ctx context.Context, tx any, queue string, msgs []backend.Message) ([]backend.EnqueueResult, error) {
@@ -54,7 +56,14 @@ func (d *Driver) EnqueueTx(ctx context.Context, tx any, queue string, msgs []bac
 	if err != nil {
 		return nil, err
 	}
-	return d.enqueue(ctx, q, queue, msgs)
+	res, err := d.enqueue(ctx, q, queue, msgs)
+	if err == nil {
+		// The caller commits soon, usually: this driver's receivers start
+		// polling again from MinPollInterval, so they find the messages
+		// within milliseconds of the commit, not a whole poll interval.
+		d.wake.wake(queue)
+	}
+	return res, err
 }
 
 func querierOf(op string, tx any) (Querier, error) {
