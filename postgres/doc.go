@@ -148,6 +148,25 @@
 // this mode: a publish of a level above 0 is refused with
 // fila.ErrUnsupported (enqueue into the subscriptions' queues instead).
 //
+// # Listing messages
+//
+// Client.MessageList (backend.MessageLister) reads a queue's pending
+// messages in one state without claiming or locking them: one plain read
+// per page. In the skip-locked mode a listing follows the claim's order,
+// highest level first, then by visible_at (for ready messages the order
+// Receive hands them out; for leased ones the lease deadline; for delayed
+// ones the run-at), then by id, and its cursor is the last row's (level,
+// visible_at, id). A page probes messages_claim level by level from the
+// cursor, as a claim does, and stops at the page's end: no sort of the
+// queue. A page of ready messages reads about what it returns; one of
+// leased messages also reads past the delayed rows that fall due before
+// them, and one of delayed messages past each level's claimable rows too
+// (a lease taken early by ReceiveDelayed that expired before its run-at is
+// delayed, sorts among them, and has no index). A search by id probes the
+// primary key once per id. The log mode lists nothing (fila.ErrUnsupported):
+// it keeps no row per pending message, whose state it derives from its
+// streams' read positions, leases, claims and timers.
+//
 // # Poolers (PgBouncer)
 //
 // LISTEN needs a session, so it does not work through a pooler in
@@ -297,9 +316,10 @@
 // enqueue, acking and claiming in one round trip (backend.AckReceiver),
 // moving queues (backend.DelayedReceiver, backend.DeadImporter), queue
 // listing and deletion, marks with listing, and priorities
-// (backend.Prioritizer), in both modes, and in the log mode topic rewind
-// (backend.TopicRewinder). Its conformance runs declare no
-// conformance.Feature missing.
+// (backend.Prioritizer), in both modes, in the log mode topic rewind
+// (backend.TopicRewinder), and in the skip-locked mode message listing
+// (backend.MessageLister). Its conformance runs declare no
+// conformance.Feature missing, but for message listing in the log mode.
 //
 // # Errors
 //

@@ -69,7 +69,8 @@ type Options struct {
 // Driver is the PostgreSQL driver. Build it with Open (through fila.Open) or
 // New; it implements backend.Driver and the optional Deduper, DeadLetterer,
 // StatsReader, TxEnqueuer, DelayedReceiver, DeadImporter, QueueLister,
-// QueueDeleter, Marker, MarkLister, Pinger and Namer interfaces. It is safe for concurrent use.
+// QueueDeleter, Marker, MarkLister, MessageLister (skip-locked mode only),
+// Pinger and Namer interfaces. It is safe for concurrent use.
 type Driver struct {
 	pool     *pgxpool.Pool
 	ownPool  bool

@@ -95,3 +95,17 @@ func SetMinLagAge(d time.Duration) (restore func()) {
 
 // KindRegexp is kindRegexp.
 var KindRegexp = kindRegexp
+
+// MessageListSQL returns d's statement that lists a state's messages
+// (state "" : the one that finds messages by id).
+func MessageListSQL(d *Driver, state string) string {
+	switch state {
+	case "ready":
+		return d.q.listReady
+	case "delayed":
+		return d.q.listDelayed
+	case "leased":
+		return d.q.listLeased
+	}
+	return d.q.listIDs
+}

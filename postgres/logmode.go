@@ -171,6 +171,9 @@ SELECT queue FROM (
 WHERE left(queue, 1) <> '~'
 ORDER BY queue COLLATE "C"`)
 	q.queueDelete = r.Replace(`SELECT {{s}}.log_queue_delete($1)`)
+	// No message listing: the log mode keeps no row per pending message
+	// (MessageList returns ErrUnsupported).
+	q.listReady, q.listDelayed, q.listLeased, q.listIDs = "", "", "", ""
 	q.markSet = retable.Replace(base.markSet)
 	q.markSetNew = retable.Replace(base.markSetNew)
 	q.markGet = retable.Replace(base.markGet)

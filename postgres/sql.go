@@ -47,6 +47,13 @@ type statements struct {
 	queueList   string
 	queueDelete string
 
+	// MessageList (skip-locked mode only; empty in the log mode): a page
+	// of one state's messages, and the messages named by id.
+	listReady   string
+	listDelayed string
+	listLeased  string
+	listIDs     string
+
 	markSet    string // create or replace
 	markSetNew string // create unless a live mark exists (onlyNew)
 	markGet    string
@@ -275,6 +282,13 @@ ORDER BY queue COLLATE "C"`),
 	DELETE FROM {{s}}.marks WHERE queue = $1
 )
 SELECT 1`),
+
+		// See browse.go: each level's rows of the state, by one range of
+		// messages_claim, levels highest first, from the cursor on.
+		listReady:   r.Replace(messageListSQL(condReady)),
+		listDelayed: r.Replace(messageListSQL(condDelayed)),
+		listLeased:  r.Replace(messageListSQL(condLeased)),
+		listIDs:     r.Replace(messageListIDsSQL),
 
 		// A plain upsert. The WITH deletes a few of the queue's other
 		// expired marks on the way (see markSweep).
