@@ -48,8 +48,9 @@
 //	                                   (Options.DisableAtomicBatches)
 //	w, journal,            majority    write concern of every write Fila makes; replaces Fila's
 //	wtimeoutMS                         majority default (Options.WriteConcern)
-//	readConcernLevel       majority    read concern of stats and dead-letter listings; majority
-//	                                   on a replica set, local otherwise (Options.ReadConcern)
+//	readConcernLevel       majority    read concern of stats, message and dead-letter listings;
+//	                                   majority on a replica set, local otherwise
+//	                                   (Options.ReadConcern)
 //	any other              MongoDB's   passed to the MongoDB driver: replicaSet, tls, authSource,
 //	                                   maxPoolSize, serverSelectionTimeoutMS, …
 //
@@ -60,9 +61,9 @@
 // nil, the message survives the loss of the primary (contract:
 // durable-enqueue). With w=1 writes are faster, but a failover can roll
 // back acknowledged writes: enqueued messages lost, acks undone (the
-// message is delivered again), claims undone (delivered twice). Stats and
-// dead-letter listings read at majority on a replica set, so they never
-// count writes that could roll back.
+// message is delivered again), claims undone (delivered twice). Stats,
+// message and dead-letter listings read at majority on a replica set, so
+// they never count writes that could roll back.
 //
 // # Transactions
 //
@@ -113,6 +114,23 @@
 //     before the next level, so thousands of leased messages at a high
 //     level slow every claim of the queue.
 //
+// # Message listing
+//
+// Client.MessageList is one find, with the read concern of stats, that
+// claims, locks and writes nothing; its states are those QueueStats
+// counts. Ready messages (and messages found by id alone) come in the
+// claim order, highest level first, then by due time, then by id: the
+// order Receive hands them out. Delayed and leased messages come soonest
+// due first (by run-at, by lease deadline), whatever their level. A page
+// continues after the previous one's last message by a keyset filter on
+// that order, so a page is a range of an index (fila_claim_p for ready
+// messages, fila_claim for the others), however deep it is, with no sort
+// in memory: Limit+1 entries for ready messages; delayed and leased ones
+// share fila_claim's due range, so listing either also passes over the
+// other's messages due in between. WithoutBodies leaves the bodies
+// unread. On FerretDB v1, which sorts in its own process, a page costs a
+// read of the queue's messages in the state, as its claims do.
+//
 // # FerretDB and other compatible servers
 //
 // The driver picks its fallbacks by detecting capabilities, not brands.
@@ -143,10 +161,10 @@
 // On a replica set the driver keeps every rule of the contract, optional
 // ones included: dedup keys, priorities, dead-letter management, stats (every
 // column), transactional enqueue, atomic batches, moving queues, queue
-// listing and deletion, and marks with listing. Without transactions it
-// lacks conformance.FeatureTxEnqueue and FeatureAtomicBatch; on FerretDB
-// v1 also FeatureConcurrentClaims (see above). See CONTRACT.md in the
-// repository.
+// listing and deletion, message listing, and marks with listing. Without
+// transactions it lacks conformance.FeatureTxEnqueue and
+// FeatureAtomicBatch; on FerretDB v1 also FeatureConcurrentClaims (see
+// above). See CONTRACT.md in the repository.
 //
 // # Errors
 //

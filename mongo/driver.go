@@ -99,8 +99,8 @@ type Capabilities struct {
 
 // Driver is Fila's MongoDB driver. It implements backend.Driver and the
 // optional Deduper, DeadLetterer, StatsReader, TxEnqueuer, DelayedReceiver,
-// DeadImporter, QueueLister, QueueDeleter, Marker, MarkLister, Pinger and
-// Namer interfaces.
+// DeadImporter, QueueLister, QueueDeleter, Marker, MarkLister,
+// MessageLister, Pinger and Namer interfaces.
 // Create it with New or open it with fila.Open and a mongodb:// or
 // mongodb+srv:// URL.
 type Driver struct {
