@@ -253,14 +253,32 @@
 // not create, after Options.OrphanIdle (5 min), and re-adds messages whose
 // pending entry was lost.
 //
+// # Message listing
+//
+// MessageList (fila.Client.MessageList) runs one read-only script: it
+// claims nothing, counts no delivery and moves nothing (due delayed
+// messages and expired leases are classified where they lie, on the
+// server's clock, as QueueStats counts them). Ready messages are listed in
+// the order Receive hands them out: level by level from the highest, each
+// level's expired leases, then its never-delivered entries, then its due
+// delayed messages by run-at (a ready entry is Due at its stream id's
+// time); delayed ones by run-at; leased ones by lease deadline.
+// WithoutBodies cuts each payload before its body on the server. A page
+// costs about its size, but a search by id reads the queue's entries in
+// order (there is no index by message id), at most 5,000 per call, so in a
+// long queue it may return short or empty pages with a cursor to go on. A
+// subscription's topic events not yet copied into its queue (QueueStats
+// counts them as ready) are not listed: they lie in the topic's log until a
+// claim copies them.
+//
 // # Features
 //
 // Everything but transactional enqueue (conformance.FeatureTxEnqueue):
 // Redis has no transaction an application can share with the queue, since
 // MULTI cannot hold the enqueue script's reads. Dedup keys, dead-letter
 // management, stats (every column), atomic batches, moving queues, queue
-// listing and deletion, marks with listing, topics (a log per topic) and
-// priorities (a stream per level) are all there; rewinding a subscription
+// listing and deletion, marks with listing, message listing, topics (a log
+// per topic) and priorities (a stream per level) are all there; rewinding a subscription
 // (conformance.FeatureTopicRewind) is not.
 //
 // # Errors

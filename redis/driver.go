@@ -31,8 +31,8 @@ const maxAckScript = 1000
 
 // Driver is the Redis driver. It implements backend.Driver and the optional
 // Deduper, DeadLetterer, StatsReader, Pinger, Namer, DelayedReceiver,
-// DeadImporter, QueueLister, QueueDeleter, Marker, MarkLister, Topics and
-// Prioritizer interfaces. Use it through fila.Open("redis://…"), or build it with New
+// DeadImporter, QueueLister, QueueDeleter, Marker, MarkLister, Topics,
+// Prioritizer and MessageLister interfaces. Use it through fila.Open("redis://…"), or build it with New
 // over a go-redis client and wrap it with fila.New (see ExampleNew).
 type Driver struct {
 	c goredis.UniversalClient
