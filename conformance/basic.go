@@ -47,6 +47,9 @@ func (s *suite) testFeatures(t *testing.T) {
 	if _, ok := drv.(backend.Marker); s.has(FeatureMarks) && !ok {
 		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.Marker", FeatureMarks)
 	}
+	if _, ok := drv.(backend.MessageLister); s.has(FeatureMessageList) && !ok {
+		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.MessageLister", FeatureMessageList)
+	}
 	if _, ok := drv.(backend.MarkLister); s.has(FeatureMarkList) && !ok {
 		t.Errorf("feature %q is not declared missing, but the driver does not implement backend.MarkLister", FeatureMarkList)
 	}

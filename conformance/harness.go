@@ -85,6 +85,10 @@ const (
 	// Message.Priority are handed out first, and a message keeps its level
 	// through delays, retries and dead letters (backend.Prioritizer).
 	FeaturePriority Feature = "priority"
+	// FeatureMessageList: a queue's pending messages can be listed by
+	// state, paged and found by id, without claiming or changing them
+	// (backend.MessageLister).
+	FeatureMessageList Feature = "message-list"
 )
 
 // AllFeatures lists every Feature, for drivers that want to print a table.
@@ -93,7 +97,7 @@ var AllFeatures = []Feature{
 	FeatureConcurrentClaims, FeatureTxEnqueue, FeatureAtomicBatch, FeatureReceiveDelayed, FeatureDeadImport,
 	FeatureQueueList, FeatureQueueDelete, FeatureBulkLimits, FeatureMarks, FeatureMarkList,
 	FeatureTopics, FeatureTopicList, FeatureTopicDelayCounts, FeatureTopicRewind, FeatureTopicQueueDelete,
-	FeaturePriority,
+	FeaturePriority, FeatureMessageList,
 }
 
 // Tx is a transaction begun by Harness.BeginTx.

@@ -110,6 +110,7 @@ func Run(t *testing.T, h Harness) {
 		{"PriorityKept", s.testPriorityKept},
 		{"PriorityBadInput", s.testPriorityBadInput},
 		{"AckReceive", s.testAckReceive},
+		{"MessageList", s.testMessageList},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once
 	// (or Harness.Parallel at a time): t.Run from separate goroutines is not

@@ -60,6 +60,7 @@ func runConformance(t *testing.T, raw string) {
 		conformance.FeatureTopicList:        "a subscription is bindings to the topic's exchanges, and AMQP 0-9-1 has no way to list bindings (without fila_management_url)",
 		conformance.FeatureTopicDelayCounts: "a delayed topic copy waits in the subscription's main queue, counted as ready, until the subscription's consumer moves it to its delay queue",
 		conformance.FeatureTopicQueueDelete: "a subscription is bindings of the queue, which RabbitMQ deletes with the queue: subscribe again after QueueDelete",
+		conformance.FeatureMessageList:      "a queue's messages are read only by consuming them (the management API's get requeues them, redelivered and reordered)",
 	}
 	if strings.Contains(raw, "fila_management_url=") {
 		delete(missing, conformance.FeatureQueueList)
