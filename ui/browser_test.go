@@ -681,3 +681,82 @@ func TestBrowserWorkers(t *testing.T) {
 	}
 	bt.noErrors()
 }
+
+// TestBrowserMessages: in Chromium, the queue page leads to its messages;
+// the ready tab pages by cursor, the delayed and leased tabs list theirs,
+// the search by id finds a running message, whose page shows its attempt
+// and lease deadline. Where the driver cannot list messages the page says
+// so.
+func TestBrowserMessages(t *testing.T) {
+	for _, name := range []string{"memory", "postgres", "redis", "rabbitmq", "mysql"} {
+		b := brokerNamed(t, name)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			browseMessages(t, b, open(t, b.url(t)))
+		})
+	}
+}
+
+func browseMessages(t *testing.T, b broker, c *fila.Client) {
+	bt := tab(t)
+	q := newQueue(t, c, "uibrmsg")
+	o := ui.Options{Refresh: -1}
+	if b.rabbit {
+		o.Queues = []string{q}
+	}
+	srv := serve(t, c, o)
+	qpath := "/queues/" + q
+	mpath := qpath + "/messages"
+	if !canList(t, c, q) {
+		bt.open(srv.URL + qpath)
+		bt.waitJS("the queue page", pageOf(qpath, "#messages-na"))
+		bt.open(srv.URL + mpath)
+		bt.waitJS("the messages page", pageOf(mpath, "#messages-na"))
+		if got := bt.text(".why"); !strings.Contains(got, "cannot list") {
+			t.Errorf("the messages page says %q", got)
+		}
+		bt.noErrors()
+		return
+	}
+	p := pendingSetup(t, c, q, "boom", fila.Message{Kind: "email.welcome", Body: []byte(`{"user_id":1}`)})
+	rows := `document.querySelectorAll("table#messages tbody tr").length`
+
+	bt.open(srv.URL + qpath)
+	bt.click("#messages", "the ready messages", pageOf(mpath, "table#messages")+" && "+exists("#tab-ready.current"))
+	if n := eval[float64](bt, rows); n != 50 {
+		t.Errorf("the first ready page shows %v messages, want 50", n)
+	}
+	if got := bt.text("#tab-ready .tab-count"); got != "51" {
+		t.Errorf("the ready tab counts %q, want 51", got)
+	}
+	if eval[bool](bt, `document.documentElement.scrollWidth > document.documentElement.clientWidth`) {
+		t.Error("the messages table widens the page past the window")
+	}
+	bt.click("#next-page", "the second ready page", `location.search.includes("cursor=") && `+rows+` === 1`)
+	bt.click("#first-page", "the first ready page again", `!location.search.includes("cursor=") && `+rows+` === 50`)
+	bt.click("#tab-delayed", "the delayed tab", `location.search.includes("state=delayed") && `+exists("#tab-delayed.current")+` && `+rows+` === 2`)
+	bt.click("#tab-leased", "the leased tab", `location.search.includes("state=leased") && `+rows+` === 1`)
+	if got := bt.text("table#messages td.id a"); got != p.leased {
+		t.Errorf("the leased tab lists %q, want %s", got, p.leased)
+	}
+
+	// Search by id, from the ready tab: the running message is found.
+	bt.click("#tab-ready", "the ready tab", exists("#tab-ready.current"))
+	bt.do("typing the id", chromedp.SendKeys(chromedp.CSS("#find-id"), p.leased))
+	bt.click("#find-message", "the search result", `location.search.includes("id=") && `+rows+` === 1`)
+	if got := bt.text("table#messages td.state"); got != "running" {
+		t.Errorf("the search result's state is %q, want running", got)
+	}
+	lpath := mpath + "/" + url.PathEscape(p.leased)
+	bt.click("table#messages td.id a", "the message's page", pageOf(lpath, "#message-meta"))
+	if got := bt.text("#message-state"); !strings.Contains(got, "running") {
+		t.Errorf("the message's state shows %q", got)
+	}
+	if got := bt.text("#message-attempts"); got != "1" {
+		t.Errorf("the message's attempts show %q, want 1", got)
+	}
+	if got := bt.text("#body"); got != "running" {
+		t.Errorf("the message's body shows %q", got)
+	}
+	bt.noErrors()
+}

@@ -1,7 +1,8 @@
 // Package ui is Fila's web dashboard: an http.Handler that shows every
 // queue of a broker with the three numbers that tell trouble early (how
 // long the oldest ready message has waited, dead letters per kind, p95 run
-// time per kind), lets an operator read dead letters in full, replay,
+// time per kind), lets an operator browse a queue's ready, delayed and
+// running messages, read dead letters in full, replay,
 // purge or delete, pause and resume a queue and cancel a message, each
 // behind a confirmation step. It works the same on every driver (pause and
 // cancel where the driver has marks). `fila ui` serves it standalone.
@@ -36,6 +37,21 @@
 //     RabbitMQ) and its periodic jobs with their last and next tick
 //     (worker.ScheduleList), dead letters per kind, and the actions. The overview
 //     marks paused queues too.
+//   - Messages (fila.Client.MessageList): a queue's pending messages, 50
+//     a page, paged by the driver's cursor, in tabs Ready, Delayed and
+//     Leased (the jobs running now: their attempt and lease deadline),
+//     each with its count from the stats; id, kind, level, attempts, due
+//     time, enqueue time and the first line of the last error. The lists
+//     do not read bodies. A search by id (a GET form; several ids
+//     separated by spaces) finds messages whatever their state, and says
+//     which ids are not pending, linking those that are dead letters. One
+//     message in full: state, attempts, due time or lease deadline,
+//     headers, last error and body, shown as a dead letter's is (the body
+//     is a download too), with a link to the cancel's confirmation where
+//     the driver can cancel. Listing claims nothing and changes nothing.
+//     Where the driver cannot list messages (RabbitMQ: only consuming
+//     reads a queue's messages; fila.ErrUnsupported) the pages say so
+//     with n/a instead of failing.
 //   - Dead letters: a page of 50 at a time, filtered by kind; one letter in
 //     full: reason (with its stack trace), headers, and body as text when
 //     it is valid UTF-8, else as a hex dump (the first 64 KiB of text or
@@ -71,7 +87,8 @@
 //
 // # Security
 //
-// Message bodies, headers, kinds, queue names and reasons are untrusted:
+// Message bodies, headers, kinds, ids, queue names, reasons and errors
+// are untrusted:
 // every one is escaped by html/template, and the Content-Security-Policy
 // allows no inline script at all (the page's one script is an embedded
 // file), so a body holding <script> shows as text and never runs.

@@ -25,10 +25,10 @@ import (
 
 // Limits of the pages.
 const (
-	// pageSize is how many dead letters a list page shows.
+	// pageSize is how many dead letters or messages a list page shows.
 	pageSize = 50
 	// maxTextBody and maxHexBody bound the body shown on a dead letter's
-	// page (a hex dump is four times as long); the whole body is a
+	// or a message's page (a hex dump is four times as long); the whole body is a
 	// download away.
 	maxTextBody = 64 << 10
 	maxHexBody  = 16 << 10
@@ -332,6 +332,12 @@ type queueView struct {
 	// Schedules are the periodic jobs recorded in the queue
 	// (worker.ScheduleList); none where the workers cannot be listed.
 	Schedules []scheduleRow
+	// MessagesURL lists the queue's pending messages, MessageLinks by
+	// state; MessagesNA: the driver cannot list them.
+	MessagesURL  string
+	MessageLinks []messageTab
+	MessagesNA   bool
+	MessagesWhy  string
 }
 
 // scheduleRow is a periodic job's record, with its last and next tick.
@@ -417,6 +423,14 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	v := queueView{Name: q, Stats: h.statsView(q, st, err, now), Charts: h.charts(q, now), DeadURL: h.deadURL(q, "", "")}
 	v.Paused, v.PauseKnown = h.paused(ctx, q)
 	h.workers(ctx, q, &v, now)
+	v.MessagesURL = h.messagesURL(q, "", "")
+	if h.canList {
+		for _, s := range messageStates {
+			v.MessageLinks = append(v.MessageLinks, messageTab{State: string(s), Label: tabLabel(s), URL: h.messagesURL(q, s, "")})
+		}
+	} else {
+		v.MessagesNA, v.MessagesWhy = true, h.cannotList("")
+	}
 	if !h.o.ReadOnly {
 		v.ReplayAllURL = h.confirmURL(q, opReplay, nil, "", true)
 		v.PurgeAllURL = h.confirmURL(q, opPurge, nil, "", true)
@@ -460,9 +474,9 @@ func doneFlash(q url.Values) string {
 		}
 		return fmt.Sprintf("Purged %d dead letter(s).", n)
 	case opCancel:
-		// The broker is not asked whether it holds the ids (no driver
-		// can look a message up by id yet): say what the cancel does,
-		// not that it found anything.
+		// The broker is not asked whether it holds the ids (a cancel is
+		// a mark, set whether or not the queue holds the message): say
+		// what the cancel does, not that it found anything.
 		return fmt.Sprintf("Cancel recorded for %d id(s). If the queue holds such a message, a waiting one is dead-lettered with reason %q instead of run and a running one's handler is told; an id it does not hold (acked already, or mistyped) changes nothing.", n, fila.ReasonCancelled)
 	}
 	return ""
@@ -614,15 +628,7 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 		v.Headers = append(v.Headers, header{k, val})
 	}
 	slices.SortFunc(v.Headers, func(a, b header) int { return strings.Compare(a.Key, b.Key) })
-	if utf8.Valid(l.Body) {
-		shown := cutUTF8(l.Body, maxTextBody)
-		v.Body, v.Truncated = string(shown), len(shown) < len(l.Body)
-		v.BodyInfo = fmt.Sprintf("%s bytes, text", fmtCount(int64(len(l.Body))))
-	} else {
-		shown := l.Body[:min(len(l.Body), maxHexBody)]
-		v.Body, v.Truncated = hex.Dump(shown), len(shown) < len(l.Body)
-		v.BodyInfo = fmt.Sprintf("%s bytes, not UTF-8: hex dump", fmtCount(int64(len(l.Body))))
-	}
+	v.Body, v.BodyInfo, v.Truncated = showBody(l.Body)
 	if !h.o.ReadOnly {
 		v.ReplayURL = h.confirmURL(q, opReplay, []string{l.ID}, "", false)
 		v.PurgeURL = h.confirmURL(q, opPurge, []string{l.ID}, "", false)
@@ -630,6 +636,18 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 	p := &page{Title: "Dead letter " + l.ID, P: v,
 		Crumbs: []crumb{{"Queues", h.prefix + "/"}, {q, h.queueURL(q)}, {"Dead letters", h.deadURL(q, "", "")}, {Text: l.ID}}}
 	h.render(w, r, http.StatusOK, "letter", p)
+}
+
+// showBody is a body as a page shows it: as text when it is valid UTF-8,
+// else as a hex dump, cut to maxTextBody or maxHexBody (truncated says
+// so), with what it is in info. The template escapes it.
+func showBody(b []byte) (body, info string, truncated bool) {
+	if utf8.Valid(b) {
+		shown := cutUTF8(b, maxTextBody)
+		return string(shown), fmt.Sprintf("%s bytes, text", fmtCount(int64(len(b)))), len(shown) < len(b)
+	}
+	shown := b[:min(len(b), maxHexBody)]
+	return hex.Dump(shown), fmt.Sprintf("%s bytes, not UTF-8: hex dump", fmtCount(int64(len(b)))), len(shown) < len(b)
 }
 
 // deadBody serves a dead letter's body as a download: never rendered by
@@ -746,7 +764,7 @@ func parsePages() (map[string]*template.Template, error) {
 		return nil, fmt.Errorf("ui: parsing the layout: %w", err)
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "queue", "dead", "letter", "confirm", "error", "login"} {
+	for _, name := range []string{"overview", "queue", "dead", "letter", "messages", "message", "confirm", "error", "login"} {
 		t, err := template.Must(base.Clone()).ParseFS(assets, "assets/templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("ui: parsing page %s: %w", name, err)

@@ -108,17 +108,20 @@ type Handler struct {
 	// (fila.Client.MessageCancel); without it the queue page shows no
 	// cancel form.
 	canCancel bool
-	prefix    string
-	mux       *http.ServeMux
-	pages     map[string]*template.Template
-	static    fs.FS
-	csrfKey   []byte
-	cop       *http.CrossOriginProtection
-	guard     guard // wrong credentials per address
-	hist      *history
-	interval  time.Duration
-	history   time.Duration
-	refresh   time.Duration
+	// canList: the driver can list pending messages
+	// (fila.Client.MessageList); without it the messages pages say so.
+	canList  bool
+	prefix   string
+	mux      *http.ServeMux
+	pages    map[string]*template.Template
+	static   fs.FS
+	csrfKey  []byte
+	cop      *http.CrossOriginProtection
+	guard    guard // wrong credentials per address
+	hist     *history
+	interval time.Duration
+	history  time.Duration
+	refresh  time.Duration
 
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -170,6 +173,7 @@ func New(c *fila.Client, o Options) (*Handler, error) {
 	}
 	h.driver = c.DriverName()
 	_, h.canCancel = c.Driver().(backend.MarkLister)
+	_, h.canList = c.Driver().(backend.MessageLister)
 	h.broker = h.driver
 	if o.Broker != "" {
 		h.broker = fila.Redact(o.Broker)
@@ -244,6 +248,9 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /queues/{queue}/dead", h.deadList)
 	m.HandleFunc("GET /queues/{queue}/dead/{id}", h.deadLetter)
 	m.HandleFunc("GET /queues/{queue}/dead/{id}/body", h.deadBody)
+	m.HandleFunc("GET /queues/{queue}/messages", h.messageList)
+	m.HandleFunc("GET /queues/{queue}/messages/{id}", h.messagePage)
+	m.HandleFunc("GET /queues/{queue}/messages/{id}/body", h.messageBody)
 	m.HandleFunc("GET /queues/{queue}/confirm", h.confirm)
 	m.HandleFunc("POST /queues/{queue}/replay", h.action(opReplay))
 	m.HandleFunc("POST /queues/{queue}/purge", h.action(opPurge))

@@ -1,6 +1,6 @@
 // Command fila operates Fila queues on any supported broker: queue stats,
-// listing, pausing, resuming and deleting queues, cancelling messages by
-// id, dead-letter inspection, replay and purge,
+// listing, pausing, resuming and deleting queues, listing, showing and
+// cancelling messages, dead-letter inspection, replay and purge,
 // enqueueing from scripts, topics (fan-out), schema migrations, moving a
 // queue to another broker, and a web dashboard.
 //
@@ -33,6 +33,8 @@
 //	fila queue resume QUEUE
 //	fila queue delete QUEUE [--force] [--yes]
 //	fila queue workers QUEUE [--json]
+//	fila message list -q QUEUE --state ready|delayed|leased [--limit N] [--cursor C] [--json]
+//	fila message show -q QUEUE ID [--json | --raw]
 //	fila message cancel -q QUEUE ID...
 //	fila dead list -q QUEUE [--kind K] [--limit N] [--cursor C] [--json]
 //	fila dead show -q QUEUE ID [--json | --raw]
@@ -92,9 +94,9 @@
 // brokers from --from and --to only: its help leaves out the global --url,
 // and giving --url is a usage error.
 //
-// fila ui serves package ui's dashboard (queues, charts, dead letters,
-// replay, purge, delete, pause, resume and cancel behind a confirmation
-// page) until interrupted.
+// fila ui serves package ui's dashboard (queues, charts, pending messages,
+// dead letters, replay, purge, delete, pause, resume and cancel behind a
+// confirmation page) until interrupted.
 // It listens on loopback unless --listen says otherwise, and warns when it
 // does not; it prints the broker URL only redacted, and never the token or
 // password, which are best given in the environment (flags show in the
@@ -108,6 +110,21 @@
 // the paused queues on a line below its table, and its JSON has "paused"
 // per queue (null when the driver cannot pause queues); fila queue list
 // --json adds the list of paused queues.
+//
+// fila message list lists a queue's pending messages in one state
+// (fila.Client.MessageList): ready, delayed, or leased (the jobs running
+// now; the DUE column is their lease deadline and ATTEMPTS counts the
+// running one), a page of --limit at a time, without their bodies. Its
+// cursors are bound to the queue and --state as fila dead list's are to the
+// queue and --kind. fila message show finds one message by id whatever its
+// state and prints it with its headers, last error and body (or --json,
+// or the body's bytes with --raw). Listing claims nothing and changes
+// nothing. Control characters in what a message holds (kind, headers,
+// last error, body) print escaped as Go escapes them (, ), so
+// a message cannot move the cursor or retitle the terminal; --json and
+// --raw print it as it is. A message no longer pending (acked,
+// dead-lettered) exits 1; drivers that cannot list messages (RabbitMQ:
+// only consuming reads a queue's messages) exit 4.
 //
 // fila message cancel cancels messages by id (fila.Client.MessageCancel): a
 // ready or delayed one is dead-lettered with reason "cancelled" by the
@@ -150,18 +167,19 @@
 // # Exit codes
 //
 //	0  success
-//	1  the operation failed (broker error, dead letter not found, purge,
+//	1  the operation failed (broker error, dead letter or message not found, purge,
 //	   delete or unsubscribe declined, queue not empty without --force, a
 //	   queue to unsubscribe that is no subscription of the topic, a
 //	   migration that moved nothing although the source holds ready messages)
 //	2  usage error or invalid input: unknown command or flag, missing flag,
 //	   bad URL or URL parameter, invalid queue or topic name, message id, kind, header or delay,
 //	   body too large, PostgreSQL schema or MySQL tables not migrated (run fila schema up),
-//	   a dead list --cursor used with another queue or --kind
+//	   a dead list --cursor used with another queue or --kind, a message
+//	   list --cursor used with another queue or --state
 //	3  the broker cannot be reached (open or ping failed, or timed out)
 //	4  the broker's driver lacks the capability (stats, dead-letter
 //	   management, dedup keys, queue listing or deletion, pausing queues,
-//	   cancelling messages, migrating delayed messages or dead letters,
+//	   cancelling or listing messages, migrating delayed messages or dead letters,
 //	   topics or listing a topic's subscriptions);
 //	   the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id

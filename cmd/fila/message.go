@@ -13,13 +13,15 @@ func newMessageCmd(a *app) *cobra.Command {
 	var queue string
 	cmd := &cobra.Command{
 		Use:   "message",
-		Short: "Act on a queue's messages by id: cancel",
-		Long: `Act on messages of a queue that are not dead letters, by id (the id fila
-enqueue printed, or the one a worker logs).`,
+		Short: "List a queue's ready, delayed and running messages, show one, cancel by id",
+		Long: `List the messages of a queue that are not dead letters (ready, delayed, or
+leased: running in a worker), show one by id, or cancel messages by id (the
+id fila enqueue printed, or the one a worker logs). Listing claims nothing
+and changes nothing.`,
 	}
 	cmd.PersistentFlags().StringVarP(&queue, "queue", "q", "", "queue of the messages (required)")
 	_ = cmd.MarkPersistentFlagRequired("queue")
-	cmd.AddCommand(newMessageCancelCmd(a, &queue))
+	cmd.AddCommand(newMessageListCmd(a, &queue), newMessageShowCmd(a, &queue), newMessageCancelCmd(a, &queue))
 	return cmd
 }
 

@@ -178,10 +178,10 @@ func exitCode(err error) int {
 func newRoot(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fila",
-		Short: "Operate Fila queues: stats, pause, cancel, dead letters, enqueue, topics, schema, migrate, web dashboard",
+		Short: "Operate Fila queues: stats, pause, messages, cancel, dead letters, enqueue, topics, schema, migrate, web dashboard",
 		Long: `fila operates Fila queues on any supported broker: queue stats, pausing and
-resuming queues, cancelling messages, dead-letter inspection, replay and
-purge, enqueueing from scripts, topics (fan-out: subscribe queues, publish),
+resuming queues, listing, showing and cancelling messages, dead-letter
+inspection, replay and purge, enqueueing from scripts, topics (fan-out: subscribe queues, publish),
 schema migrations, moving a queue to another broker (fila migrate --from URL
 --to URL), and a web dashboard (fila ui).
 

@@ -43,10 +43,12 @@ func newUICmd(a *app) *cobra.Command {
 	var f uiFlags
 	cmd := &cobra.Command{
 		Use:   "ui",
-		Short: "Serve the web dashboard: queues, charts, dead letters, replay, purge, pause and cancel",
+		Short: "Serve the web dashboard: queues, charts, messages, dead letters, replay, purge, pause and cancel",
 		Long: `Serve the web dashboard (package github.com/fila-go/fila/ui) for the broker:
 every queue with its ready, delayed, leased and dead counts and oldest ready
-age, charts of the last hour, dead letters in full, and replay, purge,
+age, charts of the last hour, the ready, delayed and running messages of a
+queue (paged, found by id; not on RabbitMQ), dead letters in full, and
+replay, purge,
 queue delete, queue pause and resume and cancelling a message by id, each
 behind a confirmation step.
 
