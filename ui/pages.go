@@ -386,7 +386,7 @@ func (h *Handler) workers(ctx context.Context, queue string, v *queueView, now t
 	}
 	for _, p := range ps {
 		r := workerRow{ID: p.ID, Host: p.Host, PID: p.PID, Concurrency: p.Concurrency, Shared: "-",
-			Started: fmtTime(p.Started), Up: fmtSpan(max(now.Sub(p.Started), 0))} // a clock behind the worker's: not negative
+			Started: fmtTime(p.Started), Up: fmtDuration(max(now.Sub(p.Started), 0).Truncate(time.Second))} // a clock behind the worker's: not negative
 		if p.Shared > 0 {
 			r.Shared = strconv.Itoa(p.Shared)
 		}

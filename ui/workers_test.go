@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +77,17 @@ func TestQueuePageWorkers(t *testing.T) {
 				time.Now().Truncate(time.Hour).Add(time.Hour).UTC().Format("2006-01-02 15:04:05 UTC") + `</td>`
 			return strings.Contains(d.get("/queues/"+q, http.StatusOK).body, sched)
 		})
+		// Up: whole seconds for the live worker, days for the forged
+		// record started in 1970.
+		ups := regexp.MustCompile(`<td class="up">([^<]*)</td>`).FindAllStringSubmatch(page, -1)
+		var got []string
+		for _, u := range ups {
+			got = append(got, u[1])
+		}
+		if len(got) != 2 || !slices.ContainsFunc(got, regexp.MustCompile(`^[0-9]+s$`).MatchString) ||
+			!slices.ContainsFunc(got, regexp.MustCompile(`^[0-9]+d$`).MatchString) {
+			t.Errorf("the workers' up times are %q; want whole seconds for the live worker and days for the forged record", got)
+		}
 		if strings.Contains(page, "<script>alert") || !strings.Contains(page, `<td class="host">&lt;script&gt;alert(1)&lt;/script&gt;</td>`) {
 			t.Errorf("the forged record's host is not shown escaped:\n%s", page)
 		}
