@@ -37,7 +37,8 @@ import (
 // binary, each test in a tab of its own.
 
 var updateScreenshot = flag.Bool("update-screenshot", false,
-	"TestBrowserScreenshot writes the overview to docs/ui-overview.png (the README's picture) instead of a temporary file")
+	"TestBrowserScreenshot writes the overview, a queue page and its messages to docs/ui-overview.png, docs/ui-queue.png "+
+		"and docs/ui-messages.png (the README's pictures) instead of temporary files")
 
 // browser is the test binary's Chromium, started by the first test that
 // needs it and stopped by TestMain.
@@ -462,9 +463,13 @@ func TestBrowserRefresh(t *testing.T) {
 
 // TestBrowserScreenshot runs a small workload on the memory broker with a
 // worker feeding a Recorder, and takes a screenshot of the overview once
-// the charts are drawn. With -update-screenshot it writes it to
-// docs/ui-overview.png, the README's picture; otherwise to a temporary
-// file, checked to be a real image.
+// the charts are drawn. Then a worker with a daily schedule holds a few
+// emails running while others wait, ready or delayed, and it takes one of
+// the queue page (its workers, schedules, dead letters and messages) and
+// one of the queue's running messages. With -update-screenshot it writes
+// them to docs/ui-overview.png, docs/ui-queue.png and docs/ui-messages.png,
+// the README's pictures; otherwise to temporary files, checked to be real
+// images of pages that show what they should.
 func TestBrowserScreenshot(t *testing.T) {
 	t.Parallel()
 	bt := tab(t)
@@ -548,23 +553,150 @@ func TestBrowserScreenshot(t *testing.T) {
 	stop() // freeze the numbers
 	bt.open(srv.URL + "/")
 	bt.waitJS("the charts", `document.querySelectorAll("section.card polyline").length >= 6`)
-	shot, err := chromedp.Run(bt.ctx, chromedp.CaptureScreenshot())
+	bt.screenshot("ui-overview.png", chromedp.CaptureScreenshot())
+	t.Logf("Chromium started in %v", browser.start)
+	wg.Wait() // the worker has stopped and deleted its presence records
+
+	// The emails queue goes on with a worker of its own: a daily digest
+	// schedule, and sends that hang on a slow mail server, so that four run
+	// (one on its second attempt) while others wait.
+	kill(t, c, "emails", "smtp: 550 5.1.1 mailbox unavailable", fila.Message{Kind: "email.welcome", Body: []byte(`{"user_id":4211}`)},
+		fila.Message{Kind: "email.welcome", Body: []byte(`{"user_id":4380}`)})
+	retried := retry(t, c, "emails", fila.Message{Kind: "email.welcome", Body: []byte(`{"user_id":4417}`)}, "smtp: 421 4.7.0 try again later")
+	slow, err := worker.New(c, worker.Config{Queues: map[string]worker.QueueConfig{"emails": {Concurrency: 4}},
+		Periodic: []worker.Periodic{{Name: "daily-digest", Queue: "emails", Cron: "0 7 * * *",
+			Message: fila.Message{Kind: "email.digest", Body: []byte("{}")}}},
+		Logger: testenv.NewLogRecorder().Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	hang := func(ctx context.Context, d *fila.Delivery) error { <-ctx.Done(); return ctx.Err() }
+	slow.HandleFunc("email.welcome", hang)
+	slow.HandleFunc("email.digest", hang)
+	sctx, sstop := context.WithCancel(context.Background())
+	sdone := make(chan error, 1)
+	go func() { sdone <- slow.Run(sctx) }()
+	t.Cleanup(func() { sstop(); <-sdone })
+	enqueue(t, c, "emails", fila.Message{Kind: "email.welcome", Body: []byte(`{"user_id":4420}`)},
+		fila.Message{Kind: "email.digest", Body: []byte(`{"user_id":4107}`)},
+		fila.Message{Kind: "email.welcome", Body: []byte(`{"user_id":4423}`)})
+	waitFor(t, "four emails running", func() bool { return stats(t, c, "emails").Leased == 4 })
+	var waiting []fila.Message
+	for i := range 6 {
+		waiting = append(waiting, fila.Message{Kind: "email.welcome", Body: []byte(fmt.Sprintf(`{"user_id":%d}`, 4430+i))})
+	}
+	for i := range 3 {
+		waiting = append(waiting, fila.Message{Kind: "email.digest", Body: []byte(fmt.Sprintf(`{"user_id":%d}`, 4100+i)),
+			Delay: time.Duration(i+1) * 10 * time.Minute})
+	}
+	enqueue(t, c, "emails", waiting...)
+
+	// The queue page: its worker, its schedule, its dead letters by kind,
+	// the links to its messages, within the window's width.
+	host, _ := os.Hostname()
+	// (The charts catch up with the counts at the next sample.)
+	bt.openUntil(srv.URL+"/queues/emails", "the worker's row, the schedule and the charts", fmt.Sprintf(
+		`document.querySelector("dd.leased").textContent === "4" && document.querySelector("dd.delayed").textContent === "3" &&
+		[...document.querySelectorAll("table#workers td.host")].some(td => td.textContent === %s) &&
+		[...document.querySelectorAll("table#schedules td.id")].some(td => td.textContent === "daily-digest") &&
+		[...document.querySelectorAll("figure.chart")].some(f => f.querySelector(".ct").textContent === "Dead letters" &&
+			f.querySelector(".cv") !== null && f.querySelector(".cv").textContent === document.querySelector("dd.dead").textContent)`,
+		jsString(host)))
+	if n := eval[float64](bt, `document.querySelectorAll("table#workers tbody tr").length`); n != 1 {
+		t.Errorf("the queue page lists %v workers, want 1", n)
+	}
+	if got := bt.text("table#schedules td.spec"); got == "" {
+		t.Error("the schedule shows no spec")
+	}
+	for _, sel := range []string{"table.kinds td.kind", ".charts.wide svg", "#messages", "#messages-leased", "#find-id", "#dead-letters"} {
+		if !eval[bool](bt, exists(sel)) {
+			t.Errorf("the queue page has no %s", sel)
+		}
+	}
+	if eval[bool](bt, `document.documentElement.scrollWidth > document.documentElement.clientWidth`) {
+		t.Error("the queue page is wider than the window")
+	}
+	// The whole page, below the fold too: the workers, schedules and
+	// messages are what it is for.
+	bt.screenshot("ui-queue.png", chromedp.FullScreenshot(100))
+
+	// Its running messages, from the queue page's link.
+	rows := `document.querySelectorAll("table#messages tbody tr")`
+	bt.click("#messages-leased", "the running messages", pageOf("/queues/emails/messages", "#tab-leased.current")+
+		" && "+rows+".length === 4")
+	if n := eval[float64](bt, rows+`.length`); n != 4 {
+		t.Errorf("the leased tab lists %v messages, want 4", n)
+	}
+	if n := eval[float64](bt, `document.querySelectorAll("table#messages td.id .badge.running").length`); n != 4 {
+		t.Errorf("the leased tab marks %v messages running, want 4", n)
+	}
+	if got := bt.text("#tab-ready .tab-count"); got != "6" {
+		t.Errorf("the ready tab counts %q, want 6", got)
+	}
+	if got := bt.text("#tab-delayed .tab-count"); got != "3" {
+		t.Errorf("the delayed tab counts %q, want 3", got)
+	}
+	if !eval[bool](bt, fmt.Sprintf(`[...document.querySelectorAll("table#messages tbody tr")].some(tr =>
+		tr.querySelector("td.id a").textContent === %s && tr.querySelector("td.reason").textContent.includes("421"))`, jsString(retried))) {
+		t.Errorf("the leased tab does not show %s with its last error", retried)
+	}
+	if eval[bool](bt, `document.documentElement.scrollWidth > document.documentElement.clientWidth`) {
+		t.Error("the messages page is wider than the window")
+	}
+	bt.screenshot("ui-messages.png", chromedp.CaptureScreenshot())
+	bt.noErrors()
+}
+
+// screenshot takes a PNG screenshot of the tab with shoot, checks it is an
+// image at least the window's width, and writes it to docs/name with
+// -update-screenshot, otherwise to a temporary file.
+func (bt *browserTab) screenshot(name string, shoot chromedp.Action[[]byte]) {
+	bt.t.Helper()
+	shot, err := chromedp.Run(bt.ctx, shoot)
+	if err != nil {
+		bt.t.Fatalf("%s: %v", name, err)
+	}
 	img, err := png.DecodeConfig(bytes.NewReader(shot))
 	if err != nil || img.Width < 1000 || img.Height < 600 {
-		t.Fatalf("screenshot: %v, %dx%d", err, img.Width, img.Height)
+		bt.t.Fatalf("screenshot %s: %v, %dx%d", name, err, img.Width, img.Height)
 	}
-	out := filepath.Join(t.TempDir(), "ui-overview.png")
+	out := filepath.Join(bt.t.TempDir(), name)
 	if *updateScreenshot {
-		out = filepath.Join("..", "docs", "ui-overview.png")
+		out = filepath.Join("..", "docs", name)
 	}
 	if err := os.WriteFile(out, shot, 0o644); err != nil {
+		bt.t.Fatal(err)
+	}
+	bt.t.Logf("screenshot (%dx%d, %d KiB) in %s", img.Width, img.Height, len(shot)/1024, out)
+}
+
+// retry acks the ready messages of queue (the workload's backlog, sent
+// at last), then enqueues msg, receives it and retries it at once with
+// reason as its last error. It returns msg's id.
+func retry(t *testing.T, c *fila.Client, queue string, msg fila.Message, reason string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for stats(t, c, queue).Ready > 0 {
+		ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Max: 100, Lease: time.Minute})
+		if err != nil {
+			t.Fatalf("receiving the backlog: %v", err)
+		}
+		for _, d := range ds {
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	id := enqueue(t, c, queue, msg)[0]
+	ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Lease: time.Minute})
+	if err != nil || len(ds) != 1 || ds[0].ID != id {
+		t.Fatalf("received %v, %v; want %s", ds, err, id)
+	}
+	if err := ds[0].Retry(ctx, 0, reason); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("overview screenshot (%dx%d) in %s; Chromium started in %v", img.Width, img.Height, out, browser.start)
-	bt.noErrors()
+	return id
 }
 
 // TestBrowserPause pauses a queue by clicking through its confirmation in
