@@ -159,7 +159,7 @@ func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFil
 			return total, d.mapErr(ctx, err, "replay dead letters")
 		}
 		if n > 0 {
-			d.notify.wake(queue)
+			d.notify.Wake(queue)
 		}
 		if !more || n == 0 {
 			return total, nil

@@ -22,14 +22,14 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 		if err != nil {
 			return nil, d.mapErr(ctx, err, "enqueue")
 		}
-		d.notify.wake(queue)
+		d.notify.Wake(queue)
 		return res, nil
 	}
 	res, err := d.insert(ctx, d.msgs, queue, msgs, false)
 	if err != nil {
 		return nil, d.mapErr(ctx, err, "enqueue")
 	}
-	d.notify.wake(queue)
+	d.notify.Wake(queue)
 	return res, nil
 }
 

@@ -40,7 +40,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 			return nil, backend.ErrClosed
 		default:
 		}
-		wake := d.notify.sub(queue)
+		wake := d.notify.Sub(queue)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

@@ -128,7 +128,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 		}
 	}
 	if !at.After(now) {
-		d.notify.wake(ref.Queue)
+		d.notify.Wake(ref.Queue)
 	}
 	return nil
 }

@@ -9,50 +9,18 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/fila-go/fila/internal/outagelog"
+	"github.com/fila-go/fila/internal/wake"
 )
 
-// notifier wakes blocked receivers of one driver instance. A receiver takes
-// the channel of its queue before it tries to claim, so a wake-up that comes
-// while it claims is not missed.
+// notifier wakes blocked receivers of one driver instance (see wake.Board)
+// and knows whether a change stream is watching.
 type notifier struct {
+	wake.Board
 	mu      sync.Mutex
-	chans   map[string]chan struct{}
 	healthy bool // a change stream is open
 }
 
-func newNotifier() *notifier { return &notifier{chans: map[string]chan struct{}{}} }
-
-// sub returns a channel closed at the next wake-up of queue.
-func (n *notifier) sub(queue string) <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ch, ok := n.chans[queue]
-	if !ok {
-		ch = make(chan struct{})
-		n.chans[queue] = ch
-	}
-	return ch
-}
-
-// wake wakes the receivers of queue.
-func (n *notifier) wake(queue string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if ch, ok := n.chans[queue]; ok {
-		close(ch)
-		delete(n.chans, queue)
-	}
-}
-
-// wakeAll wakes every receiver.
-func (n *notifier) wakeAll() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for q, ch := range n.chans {
-		close(ch)
-		delete(n.chans, q)
-	}
-}
+func newNotifier() *notifier { return &notifier{} }
 
 func (n *notifier) setHealthy(h bool) {
 	n.mu.Lock()
@@ -119,7 +87,7 @@ func (d *Driver) watch(ctx context.Context) {
 		backoff = 100 * time.Millisecond
 		outage.Up("fila: change stream open again")
 		d.notify.setHealthy(true)
-		d.notify.wakeAll()
+		d.notify.WakeAll()
 		for cs.Next(ctx) {
 			var ev struct {
 				Op  string `bson:"operationType"`
@@ -128,16 +96,16 @@ func (d *Driver) watch(ctx context.Context) {
 				} `bson:"fullDocument"`
 			}
 			if err := cs.Decode(&ev); err == nil && ev.Doc.Queue != "" {
-				d.notify.wake(ev.Doc.Queue)
+				d.notify.Wake(ev.Doc.Queue)
 			} else {
 				// An update names no queue: wake everyone, they re-check.
-				d.notify.wakeAll()
+				d.notify.WakeAll()
 			}
 		}
 		err = cs.Err()
 		_ = cs.Close(context.Background())
 		d.notify.setHealthy(false)
-		d.notify.wakeAll()
+		d.notify.WakeAll()
 		if ctx.Err() != nil {
 			return
 		}

@@ -203,7 +203,7 @@ func (d *Driver) EnqueueMulti(ctx context.Context, batches []backend.QueueBatch)
 	err := d.inTx(ctx, "enqueue", func(tx *sql.Tx) error { return d.insertMulti(ctx, tx, batches) })
 	if err == nil {
 		for _, b := range batches {
-			d.wake.wake(b.Queue)
+			d.wake.Wake(b.Queue)
 		}
 	}
 	return err
@@ -225,7 +225,7 @@ func (d *Driver) EnqueueMultiTx(ctx context.Context, tx any, batches []backend.Q
 		return mapErr(ctx, "enqueue", err)
 	}
 	for _, b := range batches {
-		d.wake.wake(b.Queue) // as EnqueueTx does
+		d.wake.Wake(b.Queue) // as EnqueueTx does
 	}
 	return nil
 }

@@ -152,7 +152,7 @@ SELECT id, queue, kind, body, headers, enqueued_at, `+now+`, 0, max_attempts, 3 
 		return 0, err
 	}
 	if n > 0 {
-		d.wake.wake(queue)
+		d.wake.Wake(queue)
 	}
 	return n, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/wake"
 )
 
 // Defaults of Options.
@@ -61,7 +62,8 @@ type Driver struct {
 	poll   time.Duration
 	log    *slog.Logger
 	q      statements
-	wake   notifier
+	// wake wakes this driver's blocked receivers of a queue it wrote to.
+	wake wake.Board
 	// txOpts are the options of the driver's own transactions: READ
 	// COMMITTED, unless the connections start at it.
 	txOpts *sql.TxOptions
@@ -156,7 +158,6 @@ func newDriver(ctx context.Context, db *sql.DB, own bool, o Options) (*Driver, e
 	if !o.sessionReadCommitted {
 		d.txOpts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	d.wake.init()
 	return d, nil
 }
 
@@ -205,7 +206,7 @@ func (d *Driver) isClosed() bool {
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.done)
-		d.wake.wakeAll()
+		d.wake.WakeAll()
 		if d.ownDB {
 			d.db.Close()
 		}

@@ -35,7 +35,7 @@ func (d *Driver) Enqueue(ctx context.Context, queue string, msgs []backend.Messa
 	}
 	res, err := d.enqueue(ctx, nil, queue, msgs)
 	if err == nil {
-		d.wake.wake(queue)
+		d.wake.Wake(queue)
 	}
 	return res, err
 }
@@ -61,7 +61,7 @@ func (d *Driver) EnqueueTx(ctx context.Context, tx any, queue string, msgs []bac
 		// The caller commits soon, usually: this driver's receivers start
 		// polling again from MinPollInterval, so they find the messages
 		// within milliseconds of the commit, not a whole poll interval.
-		d.wake.wake(queue)
+		d.wake.Wake(queue)
 	}
 	return res, err
 }

@@ -5,56 +5,12 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"sync"
 	"time"
 
 	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/internal/linger"
 	"github.com/fila-go/fila/internal/uuidtext"
 )
-
-// notifier wakes the blocked receivers of one driver instance when it
-// enqueues, replays or releases a message. A receiver takes its queue's
-// channel before it claims, so a wake-up that comes while it claims is not
-// missed.
-type notifier struct {
-	mu    sync.Mutex
-	chans map[string]chan struct{}
-}
-
-func (n *notifier) init() { n.chans = map[string]chan struct{}{} }
-
-// sub returns a channel closed at the next wake-up of queue.
-func (n *notifier) sub(queue string) <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ch, ok := n.chans[queue]
-	if !ok {
-		ch = make(chan struct{})
-		n.chans[queue] = ch
-	}
-	return ch
-}
-
-// wake wakes the receivers of queue.
-func (n *notifier) wake(queue string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if ch, ok := n.chans[queue]; ok {
-		close(ch)
-		delete(n.chans, queue)
-	}
-}
-
-// wakeAll wakes every receiver.
-func (n *notifier) wakeAll() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for q, ch := range n.chans {
-		close(ch)
-		delete(n.chans, q)
-	}
-}
 
 // Receive claims up to p.Max messages of queue, blocking until there is
 // one or ctx ends. After an empty claim it waits for the first of: a
@@ -73,7 +29,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		if d.isClosed() {
 			return nil, backend.ErrClosed
 		}
-		wake := d.wake.sub(queue)
+		woken := d.wake.Sub(queue)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -116,7 +72,7 @@ func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceivePar
 		case <-d.done:
 			timer.Stop()
 			return nil, backend.ErrClosed
-		case <-wake:
+		case <-woken:
 			timer.Stop()
 			poll, claimNow = MinPollInterval, true
 		case <-timer.C:

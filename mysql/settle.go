@@ -155,7 +155,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 	} else if n == 0 {
 		return backend.ErrLeaseLost
 	}
-	d.wake.wake(ref.Queue)
+	d.wake.Wake(ref.Queue)
 	return nil
 }
 
