@@ -6,55 +6,25 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/migration"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded, versioned schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in version order. Files are
-// named NNNN_description.sql; {{p}} stands for the table-name prefix.
-func migrations() []migration {
-	files, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		panic(err)
-	}
-	var out []migration
-	for _, f := range files {
-		base := strings.TrimPrefix(f, "migrations/")
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			panic("mysql: bad migration file name " + f)
-		}
-		b, err := migrationFS.ReadFile(f)
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	return out
-}
+// migrations returns the embedded migrations in version order (files
+// named NNNN_description.sql); {{p}} stands for the table-name prefix.
+func migrations() []migration.Migration { return migration.Load(migrationFS, "migrations") }
 
 // SchemaVersion is the schema version this package needs: the version of
 // its newest embedded migration.
 func SchemaVersion() int {
 	m := migrations()
-	return m[len(m)-1].version
+	return m[len(m)-1].Version
 }
 
 var prefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,31}$`)
@@ -132,16 +102,16 @@ func Migrate(ctx context.Context, db *sql.DB, prefix string) error {
 		return err
 	}
 	for _, m := range migrations() {
-		if m.version <= have {
+		if m.Version <= have {
 			continue
 		}
-		text := strings.ReplaceAll(m.sql, "{{p}}", prefix)
+		text := strings.ReplaceAll(m.SQL, "{{p}}", prefix)
 		for _, stmt := range statementsOf(text) {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("fila/mysql: migration %s: %w", m.name, mapErr(ctx, "migrate", err))
+				return fmt.Errorf("fila/mysql: migration %s: %w", m.Name, mapErr(ctx, "migrate", err))
 			}
 		}
-		if _, err := conn.ExecContext(ctx, "INSERT INTO "+vt+" (version, name) VALUES (?, ?)", m.version, m.name); err != nil {
+		if _, err := conn.ExecContext(ctx, "INSERT INTO "+vt+" (version, name) VALUES (?, ?)", m.Version, m.Name); err != nil {
 			return mapErr(ctx, "migrate", err)
 		}
 	}

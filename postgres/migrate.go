@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
 	"net/url"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -18,48 +15,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fila-go/fila/backend"
+	"github.com/fila-go/fila/internal/migration"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded, versioned schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in version order. Files are
-// named NNNN_description.sql; {{schema}} stands for the quoted schema name.
-func migrations() []migration {
-	files, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		panic(err)
-	}
-	var out []migration
-	for _, f := range files {
-		base := strings.TrimPrefix(f, "migrations/")
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			panic("postgres: bad migration file name " + f)
-		}
-		b, err := migrationFS.ReadFile(f)
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	return out
-}
+// migrations returns the embedded migrations in version order (files
+// named NNNN_description.sql); {{schema}} stands for the quoted schema name.
+func migrations() []migration.Migration { return migration.Load(migrationFS, "migrations") }
 
 // SchemaVersion is the schema version this package needs: the version of its
 // newest embedded migration.
 func SchemaVersion() int {
 	m := migrations()
-	return m[len(m)-1].version
+	return m[len(m)-1].Version
 }
 
 var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
@@ -123,13 +93,13 @@ func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int)
 		return mapErr(ctx, "migrate: read version", err)
 	}
 	for _, m := range migrations() {
-		if m.version <= current || m.version > upTo {
+		if m.Version <= current || m.Version > upTo {
 			continue
 		}
-		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{{schema}}", q)); err != nil {
-			return fmt.Errorf("fila/postgres: migration %s: %w", m.name, mapErr(ctx, "migrate", err))
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.SQL, "{{schema}}", q)); err != nil {
+			return fmt.Errorf("fila/postgres: migration %s: %w", m.Name, mapErr(ctx, "migrate", err))
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
 			return mapErr(ctx, "migrate: record version", err)
 		}
 	}
