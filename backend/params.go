@@ -119,3 +119,32 @@ func (p *URLParams) Done() error {
 	}
 	return nil
 }
+
+// SplitQuery splits a URL's raw query into the parameters whose names
+// start with prefix (in any case), decoded, and the others, each pair
+// exactly as written: a driver passes those on to its client library,
+// whose own decoding may differ from url.ParseQuery's (libpq's '+' is a
+// plus sign). A name that does not decode is an ErrInvalid error.
+func SplitQuery(rawQuery, prefix string) (own url.Values, rest []string, err error) {
+	var ownRaw []string
+	for _, pair := range strings.Split(rawQuery, "&") {
+		if pair == "" {
+			continue
+		}
+		rawKey, _, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(rawKey)
+		if err != nil {
+			return nil, nil, Invalidf("URL query parameter %q: %v", rawKey, err)
+		}
+		if strings.HasPrefix(strings.ToLower(key), prefix) {
+			ownRaw = append(ownRaw, pair)
+		} else {
+			rest = append(rest, pair)
+		}
+	}
+	own, err = url.ParseQuery(strings.Join(ownRaw, "&"))
+	if err != nil {
+		return nil, nil, Invalidf("URL query: %v", err)
+	}
+	return own, rest, nil
+}

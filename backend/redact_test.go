@@ -36,3 +36,22 @@ func TestRedactError(t *testing.T) {
 		t.Error("RedactError(nil) is not nil")
 	}
 }
+
+// TestSplitQuery: prefixed parameters, in any case, come back decoded; the
+// others exactly as written, '+' and escapes included; a name that does not
+// decode is ErrInvalid.
+func TestSplitQuery(t *testing.T) {
+	own, rest, err := backend.SplitQuery("fila_a=1&FILA_B=x%20y&options=-c+a%3Db&&sslmode=disable", "fila_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.Get("fila_a") != "1" || own.Get("FILA_B") != "x y" || len(own) != 2 {
+		t.Errorf("own = %v", own)
+	}
+	if len(rest) != 2 || rest[0] != "options=-c+a%3Db" || rest[1] != "sslmode=disable" {
+		t.Errorf("rest = %q", rest)
+	}
+	if _, _, err := backend.SplitQuery("bad%zz=1", "fila_"); !errors.Is(err, backend.ErrInvalid) {
+		t.Errorf("SplitQuery of an undecodable name: %v; want ErrInvalid", err)
+	}
+}

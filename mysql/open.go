@@ -67,7 +67,7 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 	// A URL that sets either keeps its own level, and the driver then asks
 	// for READ COMMITTED on each of its transactions.
 	vars := []string{"transaction_isolation", "tx_isolation"}
-	if hasParam(restRawOf(u), "transaction_isolation") || hasParam(restRawOf(u), "tx_isolation") {
+	if _, rest, _ := backend.SplitQuery(u.RawQuery, paramPrefix); hasParam(rest, "transaction_isolation") || hasParam(rest, "tx_isolation") {
 		vars = []string{""}
 	}
 	for i, v := range vars {
@@ -104,40 +104,11 @@ func isUnknownVariable(err error, v string) bool {
 	return errors.As(err, &me) && me.Number == erUnknownSysVar && strings.Contains(me.Message, v)
 }
 
-// restRawOf returns the query parameters of u that are not Fila's, as
-// written.
-func restRawOf(u *url.URL) []string {
-	var out []string
-	for _, pair := range strings.Split(u.RawQuery, "&") {
-		k, _, _ := strings.Cut(pair, "=")
-		if pair != "" && !strings.HasPrefix(strings.ToLower(k), paramPrefix) {
-			out = append(out, pair)
-		}
-	}
-	return out
-}
-
 // parseURL splits u into Fila's options and go-sql-driver's configuration.
 func parseURL(u *url.URL) (Options, int, *gomysql.Config, error) {
-	var ownRaw, restRaw []string
-	for _, pair := range strings.Split(u.RawQuery, "&") {
-		if pair == "" {
-			continue
-		}
-		rawKey, _, _ := strings.Cut(pair, "=")
-		key, err := url.QueryUnescape(rawKey)
-		if err != nil {
-			return Options{}, 0, nil, backend.Invalidf("mysql URL: query parameter %q: %v", rawKey, err)
-		}
-		if strings.HasPrefix(strings.ToLower(key), paramPrefix) {
-			ownRaw = append(ownRaw, pair)
-		} else {
-			restRaw = append(restRaw, pair)
-		}
-	}
-	own, err := url.ParseQuery(strings.Join(ownRaw, "&"))
+	own, restRaw, err := backend.SplitQuery(u.RawQuery, paramPrefix)
 	if err != nil {
-		return Options{}, 0, nil, backend.Invalidf("mysql URL: %v", err)
+		return Options{}, 0, nil, fmt.Errorf("mysql URL: %w", err)
 	}
 	p := backend.NewURLParams(&url.URL{RawQuery: own.Encode()})
 	var o Options

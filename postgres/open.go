@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -77,25 +78,9 @@ func Open(ctx context.Context, u *url.URL, oo backend.OpenOptions) (_ backend.Dr
 // pgx decodes a query as libpq does, where '+' is a plus sign, not a space,
 // so re-encoding the parameters would change their values).
 func parseURL(u *url.URL) (Options, string, error) {
-	var ownRaw, restRaw []string
-	for _, pair := range strings.Split(u.RawQuery, "&") {
-		if pair == "" {
-			continue
-		}
-		rawKey, _, _ := strings.Cut(pair, "=")
-		key, err := url.QueryUnescape(rawKey)
-		if err != nil {
-			return Options{}, "", backend.Invalidf("postgres URL: query parameter %q: %v", rawKey, err)
-		}
-		if strings.HasPrefix(strings.ToLower(key), paramPrefix) {
-			ownRaw = append(ownRaw, pair)
-		} else {
-			restRaw = append(restRaw, pair)
-		}
-	}
-	own, err := url.ParseQuery(strings.Join(ownRaw, "&"))
+	own, restRaw, err := backend.SplitQuery(u.RawQuery, paramPrefix)
 	if err != nil {
-		return Options{}, "", backend.Invalidf("postgres URL: %v", err)
+		return Options{}, "", fmt.Errorf("postgres URL: %w", err)
 	}
 	p := backend.NewURLParams(&url.URL{RawQuery: own.Encode()})
 	var o Options
