@@ -54,41 +54,19 @@ func (a *app) schemaUp(ctx context.Context, raw string) error {
 	}
 	switch scheme := strings.ToLower(u.Scheme); scheme {
 	case "postgres", "postgresql":
-		q := u.Query()
-		schema := q.Get(postgres.ParamSchema)
+		schema := u.Query().Get(postgres.ParamSchema)
 		if schema == "" {
 			schema = postgres.DefaultSchema
 		}
-		q.Set(postgres.ParamMigrate, "true")
-		u.RawQuery = q.Encode()
-		// Opening with fila_migrate=true runs postgres.Migrate on the URL's
-		// pool and schema.
-		sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
-		defer cancel()
-		c, err := fila.Open(sctx, u.String())
-		if err != nil {
-			return a.connectErr(ctx, sctx, raw, err)
-		}
-		_ = c.Close()
-		_, err = fmt.Fprintf(a.stdout, "postgres: schema %q is at version %d\n", schema, postgres.SchemaVersion())
-		return err
+		return a.migrateAtOpen(ctx, raw, u, postgres.ParamMigrate,
+			fmt.Sprintf("postgres: schema %q is at version %d", schema, postgres.SchemaVersion()))
 	case "mysql":
-		q := u.Query()
-		prefix := q.Get(mysql.ParamPrefix)
+		prefix := u.Query().Get(mysql.ParamPrefix)
 		if prefix == "" {
 			prefix = mysql.DefaultPrefix
 		}
-		q.Set(mysql.ParamMigrate, "true")
-		u.RawQuery = q.Encode()
-		sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
-		defer cancel()
-		c, err := fila.Open(sctx, u.String())
-		if err != nil {
-			return a.connectErr(ctx, sctx, raw, err)
-		}
-		_ = c.Close()
-		_, err = fmt.Fprintf(a.stdout, "mysql: tables %q are at version %d\n", prefix+"*", mysql.SchemaVersion())
-		return err
+		return a.migrateAtOpen(ctx, raw, u, mysql.ParamMigrate,
+			fmt.Sprintf("mysql: tables %q are at version %d", prefix+"*", mysql.SchemaVersion()))
 	default:
 		c, err := a.openURL(ctx, raw)
 		if err != nil {
@@ -98,4 +76,22 @@ func (a *app) schemaUp(ctx context.Context, raw string) error {
 		_, err = fmt.Fprintf(a.stdout, "%s: no schema to migrate (the driver creates what it needs when it connects)\n", scheme)
 		return err
 	}
+}
+
+// migrateAtOpen opens u with its driver's migrate parameter (param) set to
+// true, which migrates the URL's schema or tables, closes the client and
+// prints done.
+func (a *app) migrateAtOpen(ctx context.Context, raw string, u *url.URL, param, done string) error {
+	q := u.Query()
+	q.Set(param, "true")
+	u.RawQuery = q.Encode()
+	sctx, cancel := context.WithTimeout(ctx, schemaTimeout)
+	defer cancel()
+	c, err := fila.Open(sctx, u.String())
+	if err != nil {
+		return a.connectErr(ctx, sctx, raw, err)
+	}
+	_ = c.Close()
+	_, err = fmt.Fprintln(a.stdout, done)
+	return err
 }
