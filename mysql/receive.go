@@ -19,9 +19,9 @@ import (
 // which starts at MinPollInterval and doubles up to fila_poll_interval
 // while the queue stays empty. A poll reads the queue's next due time
 // (one index probe per level) and claims only when a message is due, so
-// idle receivers only read. A claim sent runs to its end (see
-// claimContext) and what it claimed is returned with a nil error even when
-// ctx ended meanwhile.
+// idle receivers only read. A claim sent runs to its end (see claimTx)
+// and what it claimed is returned with a nil error even when ctx ended
+// meanwhile.
 func (d *Driver) Receive(ctx context.Context, queue string, p backend.ReceiveParams) ([]backend.Delivery, error) {
 	poll := MinPollInterval
 	claimNow := true
@@ -120,11 +120,10 @@ const claimTimeout = 10 * time.Second
 
 // claimed is a row a claim locked.
 type claimed struct {
-	d        backend.Delivery
-	visible  int64
-	runAt    sql.NullInt64
-	nowUS    int64
-	deadline int64
+	d       backend.Delivery
+	visible int64
+	runAt   sql.NullInt64
+	nowUS   int64
 }
 
 // claim runs one claim transaction: the locking read (query: the claim or
