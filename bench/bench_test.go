@@ -210,3 +210,42 @@ func TestLatencyRecorderClampsLongLatencies(t *testing.T) {
 		t.Fatalf("p95 of a latency over the cap = %dµs; want at least the cap %dµs, not a dropped value", got, latencyCapUs)
 	}
 }
+
+func TestMySQLConfig(t *testing.T) {
+	cfg, err := mysqlConfig("mysql://root:pw@db.example:3307/test?fila_migrate=true&parseTime=true&fila_prefix=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.User != "root" || cfg.Passwd != "pw" || cfg.Net != "tcp" || cfg.Addr != "db.example:3307" || cfg.DBName != "test" || !cfg.ParseTime {
+		t.Errorf("config = %+v", cfg)
+	}
+	for k := range cfg.Params {
+		if strings.HasPrefix(k, "fila_") {
+			t.Errorf("Fila's parameter %s passed to the driver", k)
+		}
+	}
+	if cfg, err = mysqlConfig("mysql://root@127.0.0.1/test"); err != nil || cfg.Addr != "127.0.0.1:3306" {
+		t.Errorf("default port: %+v, %v", cfg, err)
+	}
+	if _, err := mysqlConfig("postgres://x@y/z"); err == nil {
+		t.Error("postgres URL accepted")
+	}
+}
+
+func TestMySQLSustainedMarkdown(t *testing.T) {
+	runs := []sustainedRun{
+		{System: "fila", Phase: "no idle transaction", Samples: []sample{{At: 10 * time.Second, Throughput: 500, DeadTup: 7}}},
+		{Broker: "mysql", System: "fila", Phase: "idle REPEATABLE READ transaction open", Tables: "db: fila_messages",
+			Samples: []sample{
+				{At: 10 * time.Second, Throughput: 500, Backlog: 1, P95ms: 3, HistLen: 900, SizeBytes: 1 << 20},
+				{At: 20 * time.Second, Throughput: 500, Backlog: 2, P95ms: 5, HistLen: 1800, SizeBytes: 2 << 20},
+			}},
+	}
+	md := sustainedMarkdown(runs, 500, 20*time.Second)
+	for _, want := range []string{"### PostgreSQL sustained", "### MySQL / MariaDB sustained", "max history list length 1800 (at 20s)",
+		"| history list length |", "| 20s | 500 | 2 | 5.0 | 1800 | 2.0 MiB |", "max dead tuples 7"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("sustained report lacks %q:\n%s", want, md)
+		}
+	}
+}

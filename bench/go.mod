@@ -7,6 +7,7 @@ replace github.com/fila-go/fila => ../
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/fila-go/fila v0.0.0-00010101000000-000000000000
+	github.com/go-sql-driver/mysql v1.9.3
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/rabbitmq/amqp091-go v1.16.0
@@ -17,6 +18,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

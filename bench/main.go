@@ -60,11 +60,11 @@ type config struct {
 
 	topicSus topicSusSettings // scenario topic-sustained
 
-	pgURL, redisURL, amqpURL, mongoURL string
-	cpuProfile                         string
+	pgURL, redisURL, amqpURL, mongoURL, mysqlURL string
+	cpuProfile                                   string
 }
 
-var allBrokers = []string{"postgres", "redis", "rabbitmq", "mongo"}
+var allBrokers = []string{"postgres", "redis", "rabbitmq", "mongo", "mysql"}
 var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustained", "fanout", "routing", "priority"}
 
 // optionalScenarios run only when named: they are not part of "all".
@@ -119,7 +119,7 @@ func getenv(k, def string) string {
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg config
-	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, all, or a comma-separated list")
+	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, mysql (MySQL or MariaDB), all, or a comma-separated list")
 	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, fanout, routing, priority, all, or a comma-separated list; "+
 		"also pgque (not in all): Fila's PostgreSQL log and skip-locked modes against PgQue, see the --pgque flags; "+
 		"and topic-sustained (not in all): Fila's PostgreSQL log mode, a topic with 5 subscriptions of which one stops consuming, see the --topic-sus flags")
@@ -143,7 +143,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.fanoutN, "fanout-n", 0, "messages published to the drained subscriptions in the fanout scenario, and preloaded in its one-queue burn-down (quick 20000, full 100000; MongoDB: --mongo-burn-n)")
 	fs.IntVar(&cfg.fanoutDrainK, "fanout-drain-subs", 5, "subscriptions drained in the fanout scenario, each holding --fanout-n messages")
 	fs.IntVar(&cfg.fanoutConc, "fanout-concurrency", 100, "consumer concurrency per subscription in the fanout scenario's drain")
-	fs.Float64Var(&cfg.susRate, "sustained-rate", 500, "offered rate (msg/s) of the sustained PostgreSQL run")
+	fs.Float64Var(&cfg.susRate, "sustained-rate", 500, "offered rate (msg/s) of the sustained run (PostgreSQL, MySQL)")
 	fs.DurationVar(&cfg.susDur, "sustained-duration", 0, "length of each sustained phase (quick 1m, full 10m; 30m for the long run)")
 	fs.DurationVar(&cfg.susInterval, "sustained-interval", 10*time.Second, "sampling interval of the sustained run")
 	fs.DurationVar(&cfg.vacuumEvery, "vacuum-every", 0, "run VACUUM on the hot table at this interval during the sustained run, standing in for autovacuum where the server has it off (0: rely on autovacuum)")
@@ -152,6 +152,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.pgURL, "postgres-url", getenv("FILA_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL")
 	fs.StringVar(&cfg.redisURL, "redis-url", getenv("FILA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL")
 	fs.StringVar(&cfg.amqpURL, "rabbitmq-url", getenv("FILA_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
+	fs.StringVar(&cfg.mysqlURL, "mysql-url", getenv("FILA_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"), "MySQL or MariaDB URL (each system makes its own database on that server)")
 	fs.StringVar(&cfg.mongoURL, "mongo-url", getenv("FILA_TEST_MONGO_URL", "mongodb://127.0.0.1:27017/"), "MongoDB (or FerretDB) URL")
 	fs.StringVar(&cfg.pgque.sqlPath, "pgque-sql", os.Getenv("FILA_BENCH_PGQUE_SQL"), "PgQue's install script (sql/pgque.sql of github.com/NikolayS/pgque) for the pgque scenario; "+
 		"default $FILA_BENCH_PGQUE_SQL; without it PgQue is skipped and only Fila's two modes run")

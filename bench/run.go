@@ -60,6 +60,7 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 	var systems []System
 	var closeEnv func()
 	var pg *pgEnv
+	var my *mysqlEnv
 	var late []System // filtered out, but closed last (they own cleanup clients)
 	preloadBatch := 1000
 	burnN, rates, fanN := cfg.burnN, cfg.rates, cfg.fanoutN
@@ -91,6 +92,15 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 		add(e.rawSystem(ctx))
 		add(e.riverSystem(ctx, 0))
 		add(e.riverSystem(ctx, time.Millisecond))
+	case "mysql":
+		e, merr := newMySQLEnv(ctx, cfg.mysqlURL)
+		if merr != nil {
+			return merr
+		}
+		my = e
+		closeEnv = func() { _ = e.db.Close() }
+		add(e.filaSystem(ctx))
+		add(e.rawSystem(ctx))
 	case "redis":
 		e, rerr := newRedisEnv(ctx, cfg.redisURL)
 		if rerr != nil {
@@ -246,6 +256,19 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 			}
 		}
 		runs, serr := sustainedScenario(ctx, pg, sus, cfg.susRate, cfg.susDur, cfg.susInterval, cfg.vacuumEvery, cfg.susConc, cfg.susPhases)
+		rep.sustained = append(rep.sustained, runs...)
+		if serr != nil {
+			errs = append(errs, serr)
+		}
+	}
+	if broker == "mysql" && cfg.wants("sustained") {
+		var sus []*filaSystem
+		for _, s := range systems {
+			if f, ok := s.(*filaSystem); ok {
+				sus = append(sus, f)
+			}
+		}
+		runs, serr := mysqlSustainedScenario(ctx, my, sus, cfg.susRate, cfg.susDur, cfg.susInterval, cfg.susConc, cfg.susPhases)
 		rep.sustained = append(rep.sustained, runs...)
 		if serr != nil {
 			errs = append(errs, serr)

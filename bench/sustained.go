@@ -15,13 +15,15 @@ type sample struct {
 	Throughput float64 // acks per second in the interval
 	Backlog    int64   // enqueued minus acked
 	P95ms      float64 // p95 enqueue-to-start in the interval
-	DeadTup    int64   // n_dead_tup summed over the system's tables
-	SizeBytes  int64   // pg_total_relation_size summed over the system's tables
+	DeadTup    int64   // n_dead_tup summed over the system's tables (PostgreSQL)
+	HistLen    int64   // InnoDB's history list length, server-wide (MySQL/MariaDB)
+	SizeBytes  int64   // pg_total_relation_size (MySQL: data_length + index_length) summed over the system's tables
 	Load       float64 // the machine's 1-minute load average at the sample (-1 unknown, 0 not read)
 }
 
 // sustainedRun is the samples of one system in one phase.
 type sustainedRun struct {
+	Broker  string // "mysql", or "" for PostgreSQL
 	System  string
 	Phase   string // "no idle transaction" or "idle REPEATABLE READ transaction open"
 	Tables  string // the tables summed, as "schema: a, b, c"
@@ -135,10 +137,7 @@ func sustainedScenario(ctx context.Context, env *pgEnv, systems []pgSustained, r
 }
 
 func sustainedOnce(ctx context.Context, env *pgEnv, s pgSustained, rate float64, d, interval, vacuumEvery time.Duration, c int, idle bool) (sustainedRun, error) {
-	run := sustainedRun{System: s.Name(), Phase: "no idle transaction"}
-	if idle {
-		run.Phase = "idle REPEATABLE READ transaction open"
-	}
+	run := sustainedRun{System: s.Name(), Phase: susPhaseName(idle)}
 	if err := s.Setup(ctx); err != nil {
 		return run, err
 	}
@@ -173,14 +172,7 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgSustained, rate float64,
 			return run, err
 		}
 	}
-	start := time.Now().Add(200 * time.Millisecond)
-	rec := newLatencyRecorder(start)
-	cons, err := s.Start(ctx, c, rec.onStart)
-	if err != nil {
-		return run, err
-	}
-	pctx, stopProd := context.WithCancel(ctx)
-	prod := startProducer(pctx, s, rate, start, d, 32)
+	vctx, stopVacuum := context.WithCancel(ctx)
 	vacDone := make(chan struct{})
 	go func() {
 		defer close(vacDone)
@@ -191,16 +183,57 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgSustained, rate float64,
 		defer t.Stop()
 		for {
 			select {
-			case <-pctx.Done():
+			case <-vctx.Done():
 				return
 			case <-t.C:
-				if err := env.vacuumTables(pctx, tables); err != nil && pctx.Err() == nil {
+				if err := env.vacuumTables(vctx, tables); err != nil && vctx.Err() == nil {
 					logf("vacuum: %v", err)
 				}
 			}
 		}
 	}()
-	progress.set(fmt.Sprintf("postgres %s: sustained %.0f msg/s, %s", s.Name(), rate, run.Phase))
+	err := sustainedDrive(ctx, "postgres", s, rate, d, interval, c, &run, func(ctx context.Context, smp *sample) string {
+		var names string
+		_ = env.pool.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup), 0)::bigint,
+				coalesce(sum(pg_total_relation_size(relid)), 0)::bigint,
+				coalesce(string_agg(relname, ', ' ORDER BY relname), '')
+			FROM pg_stat_user_tables WHERE `+pgTableWhere, tables.Schema, tables.Prefix, tables.Exclude).
+			Scan(&smp.DeadTup, &smp.SizeBytes, &names)
+		if names != "" {
+			run.Tables = tables.Schema + ": " + names
+		}
+		return fmt.Sprintf("dead %d size %s", smp.DeadTup, humanBytes(smp.SizeBytes))
+	})
+	stopVacuum()
+	<-vacDone
+	if run.Tables == "" {
+		run.Tables = tables.String()
+	}
+	return run, err
+}
+
+func susPhaseName(idle bool) string {
+	if idle {
+		return "idle REPEATABLE READ transaction open"
+	}
+	return "no idle transaction"
+}
+
+// sustainedDrive offers rate to s for d with consumers at concurrency c,
+// appending a sample to run every interval: throughput, backlog and p95 of
+// the interval, then whatever probe adds (the broker's table statistics),
+// whose text goes to the progress line.
+func sustainedDrive(ctx context.Context, broker string, s System, rate float64, d, interval time.Duration, c int,
+	run *sustainedRun, probe func(ctx context.Context, smp *sample) string) error {
+	start := time.Now().Add(200 * time.Millisecond)
+	rec := newLatencyRecorder(start)
+	cons, err := s.Start(ctx, c, rec.onStart)
+	if err != nil {
+		return err
+	}
+	pctx, stopProd := context.WithCancel(ctx)
+	prod := startProducer(pctx, s, rate, start, d, 32)
+	progress.set(fmt.Sprintf("%s %s: sustained %.0f msg/s, %s", broker, s.Name(), rate, run.Phase))
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var lastDone int64
@@ -227,49 +260,42 @@ func sustainedOnce(ctx context.Context, env *pgEnv, s pgSustained, rate float64,
 			P95ms:      p95,
 			Load:       loadAvg1(),
 		}
-		var names string
-		_ = env.pool.QueryRow(ctx, `SELECT coalesce(sum(n_dead_tup), 0)::bigint,
-				coalesce(sum(pg_total_relation_size(relid)), 0)::bigint,
-				coalesce(string_agg(relname, ', ' ORDER BY relname), '')
-			FROM pg_stat_user_tables WHERE `+pgTableWhere, tables.Schema, tables.Prefix, tables.Exclude).
-			Scan(&smp.DeadTup, &smp.SizeBytes, &names)
-		if names != "" {
-			run.Tables = tables.Schema + ": " + names
-		}
+		detail := probe(ctx, &smp)
 		run.Samples = append(run.Samples, smp)
-		progress.set(fmt.Sprintf("postgres %s: sustained, %s: t=%v %.0f msg/s backlog %d p95 %.1fms dead %d size %s",
-			s.Name(), run.Phase, smp.At, smp.Throughput, smp.Backlog, smp.P95ms, smp.DeadTup, humanBytes(smp.SizeBytes)))
+		progress.set(fmt.Sprintf("%s %s: sustained, %s: t=%v %.0f msg/s backlog %d p95 %.1fms %s",
+			broker, s.Name(), run.Phase, smp.At, smp.Throughput, smp.Backlog, smp.P95ms, detail))
 		lastDone, lastT = done, now
 	}
 	stopProd()
 	prod.wg.Wait()
-	<-vacDone
 	if err := cons.Stop(); err != nil {
 		logf("%s stop: %v", s.Name(), err)
 	}
 	if f := prod.failed.Load(); f > 0 {
-		run.Note = fmt.Sprintf("%d enqueues failed", f)
+		run.Note = joinNote(run.Note, fmt.Sprintf("%d enqueues failed", f))
 	}
-	if run.Tables == "" {
-		run.Tables = tables.String()
-	}
-	return run, nil
+	return nil
 }
 
 // sustainedSummary is one run's figures in a line: the peak of the summed
-// dead tuples, the summed size at the first and last sample, the mean
-// throughput against the offered rate, the range of the per-sample p95, and
-// whether throughput held (mean at least 98% of the offered rate and the
-// backlog at the end under one interval's worth of messages).
+// dead tuples (MySQL: of the history list length), the summed size at the
+// first and last sample, the mean throughput against the offered rate, the
+// range of the per-sample p95, and whether throughput held (mean at least
+// 98% of the offered rate and the backlog at the end under one interval's
+// worth of messages).
 func sustainedSummary(r sustainedRun, rate float64) string {
 	if len(r.Samples) == 0 {
 		return "no samples"
+	}
+	garbage, what := func(s sample) int64 { return s.DeadTup }, "dead tuples"
+	if r.Broker == "mysql" {
+		garbage, what = func(s sample) int64 { return s.HistLen }, "history list length"
 	}
 	var peak sample
 	var sum float64
 	minTP, minP, maxP := r.Samples[0].Throughput, r.Samples[0].P95ms, r.Samples[0].P95ms
 	for i, s := range r.Samples {
-		if i == 0 || s.DeadTup > peak.DeadTup {
+		if i == 0 || garbage(s) > garbage(peak) {
 			peak = s
 		}
 		sum += s.Throughput
@@ -285,34 +311,57 @@ func sustainedSummary(r sustainedRun, rate float64) string {
 	if mean < 0.98*rate || float64(last.Backlog) > rate*max(interval, time.Second).Seconds() {
 		held = "did not hold"
 	}
-	return fmt.Sprintf("max dead tuples %d (at %v); size %s at %v → %s at %v; throughput mean %.0f msg/s (min sample %.0f) of %.0f offered, backlog at end %d: %s; p95 per sample %.1f–%.1f ms",
-		peak.DeadTup, peak.At, humanBytes(first.SizeBytes), first.At, humanBytes(last.SizeBytes), last.At,
+	return fmt.Sprintf("max %s %d (at %v); size %s at %v → %s at %v; throughput mean %.0f msg/s (min sample %.0f) of %.0f offered, backlog at end %d: %s; p95 per sample %.1f–%.1f ms",
+		what, garbage(peak), peak.At, humanBytes(first.SizeBytes), first.At, humanBytes(last.SizeBytes), last.At,
 		mean, minTP, rate, last.Backlog, held, minP, maxP)
 }
 
-// sustainedMarkdown renders the sustained samples.
+// sustainedMarkdown renders the sustained samples, PostgreSQL's runs and
+// then MySQL's.
 func sustainedMarkdown(runs []sustainedRun, rate float64, d time.Duration) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "### PostgreSQL sustained: %.0f msg/s offered for %v per phase\n\n", rate, d)
-	b.WriteString("Dead tuples (n_dead_tup) and size (pg_total_relation_size: heap, indexes, TOAST) are summed over every table of the system, listed under each run. " +
-		"Load is the machine's 1-minute load average at the sample, marked " + loadMark + " above the number of CPUs.\n\n")
+	var pg, my []sustainedRun
 	for _, r := range runs {
-		fmt.Fprintf(&b, "**%s**, %s", r.System, r.Phase)
-		if r.Note != "" {
-			fmt.Fprintf(&b, " (%s)", r.Note)
+		if r.Broker == "mysql" {
+			my = append(my, r)
+		} else {
+			pg = append(pg, r)
 		}
-		fmt.Fprintf(&b, "\n\nTables summed: %s.\n\nSummary: %s.\n", r.Tables, sustainedSummary(r, rate))
-		b.WriteString("\n| t | throughput msg/s | backlog | p95 ms | n_dead_tup (sum) | size (sum) | load |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	}
+	var b strings.Builder
+	if len(pg) > 0 {
+		fmt.Fprintf(&b, "### PostgreSQL sustained: %.0f msg/s offered for %v per phase\n\n", rate, d)
+		b.WriteString("Dead tuples (n_dead_tup) and size (pg_total_relation_size: heap, indexes, TOAST) are summed over every table of the system, listed under each run. " +
+			"Load is the machine's 1-minute load average at the sample, marked " + loadMark + " above the number of CPUs.\n\n")
+		sustainedRuns(&b, pg, rate, "n_dead_tup (sum)", func(s sample) int64 { return s.DeadTup })
+	}
+	if len(my) > 0 {
+		fmt.Fprintf(&b, "### MySQL / MariaDB sustained: %.0f msg/s offered for %v per phase\n\n", rate, d)
+		b.WriteString("History list length is InnoDB's count of undo logs not yet purged, server-wide " +
+			"(information_schema.INNODB_METRICS trx_rseg_history_len); size is data_length + index_length of every table of the system's database " +
+			"(InnoDB's estimate, refreshed with its statistics). " +
+			"Load is the machine's 1-minute load average at the sample, marked " + loadMark + " above the number of CPUs.\n\n")
+		sustainedRuns(&b, my, rate, "history list length", func(s sample) int64 { return s.HistLen })
+	}
+	return b.String()
+}
+
+func sustainedRuns(b *strings.Builder, runs []sustainedRun, rate float64, garbageCol string, garbage func(sample) int64) {
+	for _, r := range runs {
+		fmt.Fprintf(b, "**%s**, %s", r.System, r.Phase)
+		if r.Note != "" {
+			fmt.Fprintf(b, " (%s)", r.Note)
+		}
+		fmt.Fprintf(b, "\n\nTables summed: %s.\n\nSummary: %s.\n", r.Tables, sustainedSummary(r, rate))
+		fmt.Fprintf(b, "\n| t | throughput msg/s | backlog | p95 ms | %s | size (sum) | load |\n|---:|---:|---:|---:|---:|---:|---:|\n", garbageCol)
 		for _, s := range r.Samples {
 			load := fmtLoad(s.Load)
 			if underLoad(result{LoadBefore: s.Load}) {
 				load += loadMark
 			}
-			fmt.Fprintf(&b, "| %v | %.0f | %d | %.1f | %d | %s | %s |\n", s.At, s.Throughput, s.Backlog, s.P95ms, s.DeadTup, humanBytes(s.SizeBytes), load)
+			fmt.Fprintf(b, "| %v | %.0f | %d | %.1f | %d | %s | %s |\n", s.At, s.Throughput, s.Backlog, s.P95ms, garbage(s), humanBytes(s.SizeBytes), load)
 		}
 		b.WriteString("\n")
 	}
-	return b.String()
 }
 
 func humanBytes(n int64) string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fila-go/fila"
 	_ "github.com/fila-go/fila/mongo"
+	_ "github.com/fila-go/fila/mysql"
 	_ "github.com/fila-go/fila/postgres"
 	_ "github.com/fila-go/fila/rabbitmq"
 	_ "github.com/fila-go/fila/redis"
@@ -27,6 +28,8 @@ type filaSystem struct {
 	// pgLog: Fila's Postgres driver runs its log storage mode
 	// (fila_mode=log), whose tables are the ones named log_*.
 	pgLog bool
+	// myDB is the MySQL/MariaDB database of Fila's tables (MySQL only).
+	myDB string
 	// teardown deletes a queue's messages with the broker's own client.
 	teardown func(ctx context.Context, queue string) error
 	// closeFn removes the schema, database or keys of this run.
