@@ -49,7 +49,7 @@ func (d *Driver) MessageList(ctx context.Context, queue string, p backend.Messag
 			return backend.MessagePage{}, err
 		}
 		where.WriteString(" AND (m.prank > ? OR (m.prank = ? AND (m.visible_at > ? OR (m.visible_at = ? AND m.id > ?))))")
-		args = append(args, prank, prank, visible, visible, id)
+		args = append(args, prank, prank, visible, visible, uid(id))
 	}
 	ids, none := filterIDs(p.IDs)
 	if none {
@@ -84,7 +84,7 @@ ORDER BY m.prank, m.visible_at, m.id LIMIT ?`, args...)
 			prank                   int
 			state                   string
 		)
-		if err := rs.Scan(&m.ID, &m.Kind, &m.Body, &headers, &enq, &m.Attempts, &m.MaxAttempts, &dedup, &lastErr,
+		if err := rs.Scan(uidDest{&m.ID}, &m.Kind, &m.Body, &headers, &enq, &m.Attempts, &m.MaxAttempts, &dedup, &lastErr,
 			&prank, &visible, &state, &due); err != nil {
 			return backend.MessagePage{}, mapErr(ctx, "message list", err)
 		}

@@ -32,7 +32,7 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 			return backend.DeadPage{}, err
 		}
 		where.WriteString(" AND (dead_at > ? OR (dead_at = ? AND id > ?))")
-		args = append(args, t, t, id)
+		args = append(args, t, t, uid(id))
 	}
 	ids, none := filterIDs(p.IDs)
 	if none {
@@ -57,7 +57,7 @@ ORDER BY dead_at, id LIMIT ?`, args...)
 			headers, dedup, why []byte
 			enq, deadAt         int64
 		)
-		if err := rs.Scan(&l.ID, &l.Kind, &l.Body, &headers, &enq, &l.Attempts, &l.MaxAttempts, &dedup, &why, &deadAt, &l.Priority); err != nil {
+		if err := rs.Scan(uidDest{&l.ID}, &l.Kind, &l.Body, &headers, &enq, &l.Attempts, &l.MaxAttempts, &dedup, &why, &deadAt, &l.Priority); err != nil {
 			return backend.DeadPage{}, mapErr(ctx, "dead list", err)
 		}
 		l.Queue, l.DedupKey, l.Reason = queue, string(dedup), string(why)
@@ -121,7 +121,7 @@ func (d *Driver) DeadReplay(ctx context.Context, queue string, f backend.DeadFil
 		}
 		var ids []any
 		for rs.Next() {
-			var id string
+			var id []byte // as the column holds it
 			if err := rs.Scan(&id); err != nil {
 				rs.Close()
 				return err
@@ -205,7 +205,7 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 		if body == nil {
 			body = []byte{}
 		}
-		args = append(args, l.ID, queue, l.Kind, body, headers, l.EnqueuedAt.UnixMicro(), l.Attempts, l.MaxAttempts,
+		args = append(args, uid(l.ID), queue, l.Kind, body, headers, l.EnqueuedAt.UnixMicro(), l.Attempts, l.MaxAttempts,
 			dedup, l.Reason, deadAt, l.Priority)
 	}
 	return d.inTx(ctx, "dead import", func(tx *sql.Tx) error {
@@ -230,7 +230,7 @@ func filterIDs(ids []string) (out []any, none bool) {
 	out = make([]any, 0, len(ids))
 	for _, id := range ids {
 		if validUUID(id) {
-			out = append(out, id)
+			out = append(out, uid(id))
 		}
 	}
 	return out, len(out) == 0

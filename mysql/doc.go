@@ -108,8 +108,10 @@
 // after the rows it takes and locks nothing else (at READ COMMITTED,
 // whatever the server's default, see above). Ack, Retry, Extend and Dead are fenced by (id, token): a
 // settlement of a lease that was taken over or already settled gets
-// fila.ErrLeaseLost and changes nothing. Several acks are one transaction.
-// Client.AckReceive (and so the worker) acks and claims in one transaction.
+// fila.ErrLeaseLost and changes nothing. Several acks are one DELETE of
+// every (id, token) in a transaction (when a lease is no longer current, it
+// rolls back and a locking read tells which). Client.AckReceive (and so the
+// worker) acks and claims in one transaction.
 //
 // Deadlocks and lock wait timeouts (error 1213, 1205) roll a transaction
 // back; the driver runs its own transactions again, up to three times, and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"strings"
 
 	"github.com/fila-go/fila/backend"
 )
@@ -151,7 +152,7 @@ func (d *Driver) storeDedup(ctx context.Context, q Querier, queue string, msgs [
 		}
 		for rs.Next() {
 			var k, id string
-			if err := rs.Scan(&k, &id); err != nil {
+			if err := rs.Scan(&k, uidDest{&id}); err != nil {
 				rs.Close()
 				return nil, err
 			}
@@ -195,18 +196,23 @@ func (d *Driver) insert(ctx context.Context, q Querier, queue string, msgs []bac
 			end++
 		}
 		args := make([]any, 0, 11*(end-start))
-		for _, i := range which[start:end] {
-			a, err := rowArgs(queue, &msgs[i])
+		var stmt strings.Builder
+		stmt.WriteString(d.q.insert)
+		for k, i := range which[start:end] {
+			a, row, err := rowArgs(queue, &msgs[i])
 			if err != nil {
 				return err
 			}
+			if k > 0 {
+				stmt.WriteString(", ")
+			}
+			stmt.WriteString(row)
 			args = append(args, a...)
 		}
-		stmt := d.q.insert + rows(insertRow, end-start)
 		if dedup {
-			stmt += " ON DUPLICATE KEY UPDATE id = id"
+			stmt.WriteString(" ON DUPLICATE KEY UPDATE id = id")
 		}
-		if _, err := q.ExecContext(ctx, stmt, args...); err != nil {
+		if _, err := q.ExecContext(ctx, stmt.String(), args...); err != nil {
 			return err
 		}
 		start = end
@@ -214,15 +220,11 @@ func (d *Driver) insert(ctx context.Context, q Querier, queue string, msgs []bac
 	return nil
 }
 
-// rowArgs returns the placeholders' values of insertRow for m.
-func rowArgs(queue string, m *backend.Message) ([]any, error) {
+// rowArgs returns m's row of an INSERT and its placeholders' values.
+func rowArgs(queue string, m *backend.Message) ([]any, string, error) {
 	headers, err := encodeHeaders(m.Headers)
 	if err != nil {
-		return nil, err
-	}
-	var runAt any
-	if !m.RunAt.IsZero() {
-		runAt = m.RunAt.UnixMicro()
+		return nil, "", err
 	}
 	var dedup any
 	if m.DedupKey != "" {
@@ -232,8 +234,15 @@ func rowArgs(queue string, m *backend.Message) ([]any, error) {
 	if body == nil {
 		body = []byte{}
 	}
-	return []any{m.ID, queue, m.Kind, body, headers, m.EnqueuedAt.UnixMicro(), runAt, m.Delay.Microseconds(),
-		m.MaxAttempts, dedup, m.Attempts, backend.MaxPriority - m.Priority}, nil
+	a := []any{uid(m.ID), queue, m.Kind, body, headers, m.EnqueuedAt.UnixMicro()}
+	row := insertRowNow
+	switch {
+	case !m.RunAt.IsZero():
+		a, row = append(a, m.RunAt.UnixMicro()), insertRowAt
+	case m.Delay > 0:
+		a, row = append(a, m.Delay.Microseconds()), insertRowDelay
+	}
+	return append(a, m.MaxAttempts, dedup, m.Attempts, backend.MaxPriority-m.Priority), row, nil
 }
 
 func bodyBytes(msgs []backend.Message) int {

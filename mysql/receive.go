@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
+	"fmt"
 	"time"
 
 	"github.com/fila-go/fila/backend"
@@ -166,7 +168,7 @@ func (d *Driver) claimTx(ctx context.Context, query, queue string, p backend.Rec
 			var dedup, lastErr []byte
 			var att, maxAtt, prank int
 			var enq int64
-			if err := rs.Scan(&c.d.ID, &c.d.Kind, &c.d.Body, &headers, &enq, &att, &maxAtt, &dedup, &lastErr,
+			if err := rs.Scan(uidDest{&c.d.ID}, &c.d.Kind, &c.d.Body, &headers, &enq, &att, &maxAtt, &dedup, &lastErr,
 				&c.visible, &c.runAt, &prank, &c.nowUS); err != nil {
 				rs.Close()
 				return err
@@ -199,10 +201,10 @@ func (d *Driver) claimTx(ctx context.Context, query, queue string, p backend.Rec
 		for i := range got {
 			c := &got[i]
 			if !delayed && c.runAt.Valid && c.runAt.Int64 > c.nowUS {
-				back = append(back, c.d.ID)
+				back = append(back, uid(c.d.ID))
 				continue
 			}
-			lease = append(lease, c.d.ID)
+			lease = append(lease, uid(c.d.ID))
 			c.d.Attempt++
 			c.d.Receipt = hex.EncodeToString(token[:])
 			c.d.Deadline = time.UnixMicro(deadline)
@@ -258,6 +260,32 @@ func parseToken(s string) ([]byte, bool) {
 	}
 	b, err := hex.DecodeString(s)
 	return b, err == nil
+}
+
+// uid is a message id, a UUID's text, as its column holds it: 16 bytes
+// (BINARY(16)).
+type uid string
+
+// Value returns u's 16 bytes.
+func (u uid) Value() (driver.Value, error) {
+	b, ok := uuidtext.Parse(string(u))
+	if !ok {
+		return nil, backend.Invalidf("message id %q is not a UUID", string(u))
+	}
+	return b[:], nil
+}
+
+// uidDest scans an id column into *p as a UUID's text.
+type uidDest struct{ p *string }
+
+// Scan implements sql.Scanner.
+func (d uidDest) Scan(src any) error {
+	b, ok := src.([]byte)
+	if !ok || len(b) != 16 {
+		return fmt.Errorf("fila/mysql: an id column holds %T, not 16 bytes", src)
+	}
+	*d.p = uuidtext.Format([16]byte(b))
+	return nil
 }
 
 func validUUID(s string) bool {

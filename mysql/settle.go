@@ -45,7 +45,7 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	case 0:
 		return errs, nil
 	case 1:
-		res, err := d.db.ExecContext(ctx, d.q.ackOne, ok[0].id, ok[0].token)
+		res, err := d.db.ExecContext(ctx, d.q.ackOne, uid(ok[0].id), ok[0].token)
 		if err != nil {
 			return nil, mapErr(ctx, "ack", err)
 		}
@@ -56,22 +56,56 @@ func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 		}
 		return errs, nil
 	}
-	err := d.inTx(ctx, "ack", func(tx *sql.Tx) error { return d.ackIn(ctx, tx, ok, errs) })
+	err := d.inTx(ctx, "ack", func(tx *sql.Tx) error { return d.ackIn(ctx, tx, ok, errs, false) })
+	if errors.Is(err, errAckSlow) {
+		err = d.inTx(ctx, "ack", func(tx *sql.Tx) error { return d.ackIn(ctx, tx, ok, errs, true) })
+	}
 	if err != nil {
 		return nil, err
 	}
 	return errs, nil
 }
 
+// errAckSlow makes the transaction of a fast ack roll back, to be run
+// again with the ack's slow path.
+var errAckSlow = errors.New("fila/mysql: a lease of the ack was not current")
+
 // ackIn acks refs inside tx, setting errs for the leases that are not
-// current.
-func (d *Driver) ackIn(ctx context.Context, tx *sql.Tx, refs []ackRef, errs []error) error {
+// current. The fast path is one DELETE naming every (id, receipt): when
+// its row count is the number of refs, every lease was current, the usual
+// case. Otherwise it returns errAckSlow, the caller rolls the transaction
+// back and runs it again with slow: a locking read of the refs' rows tells
+// which leases are current, and a DELETE removes those.
+func (d *Driver) ackIn(ctx context.Context, tx *sql.Tx, refs []ackRef, errs []error, slow bool) error {
+	if !slow {
+		args := make([]any, 0, 3*len(refs))
+		for _, r := range refs {
+			args = append(args, uid(r.id))
+		}
+		for _, r := range refs {
+			args = append(args, uid(r.id), r.token)
+		}
+		res, err := tx.ExecContext(ctx, "DELETE FROM "+d.q.msgs+" WHERE id IN "+placeholders(len(refs))+
+			" AND (id, lease_token) IN ("+rows("(?, ?)", len(refs))+") AND visible_at > "+now, args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if int(n) != len(refs) {
+			return errAckSlow
+		}
+		for _, r := range refs {
+			errs[r.i] = nil
+		}
+		return nil
+	}
 	for _, r := range refs {
 		errs[r.i] = backend.ErrLeaseLost
 	}
 	ids := make([]any, len(refs))
 	for i, r := range refs {
-		ids[i] = r.id
+		ids[i] = uid(r.id)
 	}
 	rs, err := tx.QueryContext(ctx, "SELECT id, lease_token, visible_at > "+now+" FROM "+d.q.msgs+
 		" WHERE id IN "+placeholders(len(ids))+" FOR UPDATE", ids...)
@@ -86,7 +120,7 @@ func (d *Driver) ackIn(ctx context.Context, tx *sql.Tx, refs []ackRef, errs []er
 	for rs.Next() {
 		var id string
 		var l lease
-		if err := rs.Scan(&id, &l.token, &l.alive); err != nil {
+		if err := rs.Scan(uidDest{&id}, &l.token, &l.alive); err != nil {
 			rs.Close()
 			return err
 		}
@@ -102,7 +136,7 @@ func (d *Driver) ackIn(ctx context.Context, tx *sql.Tx, refs []ackRef, errs []er
 	for _, r := range refs {
 		if l, ok := current[r.id]; ok && l.alive && string(l.token) == string(r.token) {
 			errs[r.i] = nil
-			del = append(del, r.id)
+			del = append(del, uid(r.id))
 			delete(current, r.id) // a ref given twice is acked once
 		}
 	}
@@ -123,12 +157,18 @@ func (d *Driver) AckReceive(ctx context.Context, refs []backend.Ref, queue strin
 	errs := make([]error, len(refs))
 	ok := checkRefs(refs, errs)
 	var ds []backend.Delivery
-	err := d.claimTx(ctx, d.q.claim, queue, p, func(tx *sql.Tx) error {
-		if len(ok) == 0 {
-			return nil
+	ack := func(slow bool) func(tx *sql.Tx) error {
+		return func(tx *sql.Tx) error {
+			if len(ok) == 0 {
+				return nil
+			}
+			return d.ackIn(ctx, tx, ok, errs, slow)
 		}
-		return d.ackIn(ctx, tx, ok, errs)
-	}, &ds)
+	}
+	err := d.claimTx(ctx, d.q.claim, queue, p, ack(false), &ds)
+	if errors.Is(err, errAckSlow) {
+		err = d.claimTx(ctx, d.q.claim, queue, p, ack(true), &ds)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -146,7 +186,7 @@ func (d *Driver) Retry(ctx context.Context, ref backend.Ref, delay time.Duration
 	if !ok || !validUUID(ref.ID) {
 		return backend.ErrLeaseLost
 	}
-	res, err := d.db.ExecContext(ctx, d.q.retry, delay.Microseconds(), reason, ref.ID, token)
+	res, err := d.db.ExecContext(ctx, d.q.retry, delay.Microseconds(), reason, uid(ref.ID), token)
 	if err != nil {
 		return mapErr(ctx, "retry", err)
 	}
@@ -171,16 +211,16 @@ func (d *Driver) Dead(ctx context.Context, ref backend.Ref, reason string, attem
 	}
 	return d.inTx(ctx, "dead", func(tx *sql.Tx) error {
 		var one int
-		if err := tx.QueryRowContext(ctx, d.q.deadLock, ref.ID, token).Scan(&one); err != nil {
+		if err := tx.QueryRowContext(ctx, d.q.deadLock, uid(ref.ID), token).Scan(&one); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return backend.ErrLeaseLost
 			}
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, d.q.deadCopy, attempts, reason, ref.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, d.q.deadCopy, attempts, reason, uid(ref.ID)); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, d.q.deadDelete, ref.ID)
+		_, err := tx.ExecContext(ctx, d.q.deadDelete, uid(ref.ID))
 		return err
 	})
 }
@@ -199,7 +239,7 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 	if lease%time.Microsecond != 0 {
 		us++
 	}
-	if _, err := d.db.ExecContext(ctx, d.q.extend, us, ref.ID, token); err != nil {
+	if _, err := d.db.ExecContext(ctx, d.q.extend, us, uid(ref.ID), token); err != nil {
 		return time.Time{}, mapErr(ctx, "extend", err)
 	}
 	// The UPDATE's row count cannot tell a lease it did not find from one
@@ -207,7 +247,7 @@ func (d *Driver) Extend(ctx context.Context, ref backend.Ref, lease time.Duratio
 	// the read says which.
 	var deadline int64
 	var alive bool
-	err := d.db.QueryRowContext(ctx, d.q.leaseOf, ref.ID, token).Scan(&deadline, &alive)
+	err := d.db.QueryRowContext(ctx, d.q.leaseOf, uid(ref.ID), token).Scan(&deadline, &alive)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !alive) {
 		return time.Time{}, backend.ErrLeaseLost
 	}

@@ -9,12 +9,18 @@ import (
 const now = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))"
 
 // msgCols are the columns an INSERT into the messages table names, in the
-// order of insertRow's placeholders.
+// order of the insertRow placeholders.
 const msgCols = "(id, queue, kind, body, headers, enqueued_at, visible_at, max_attempts, dedup_key, attempts, prank)"
 
-// insertRow is one row of an INSERT into the messages table: the run-at
-// when given, else the server's now plus the delay.
-const insertRow = "(?, ?, ?, ?, ?, ?, COALESCE(?, " + now + " + ?), ?, ?, ?, ?)"
+// The rows of an INSERT into the messages table differ in visible_at
+// alone: the column's default (the server's now) for a message ready at
+// once, the run-at when given, the server's now plus the delay otherwise.
+// A batch of messages ready at once sends no expression per row.
+const (
+	insertRowNow   = "(?, ?, ?, ?, ?, ?, DEFAULT, ?, ?, ?, ?)"
+	insertRowAt    = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	insertRowDelay = "(?, ?, ?, ?, ?, ?, " + now + " + ?, ?, ?, ?, ?)"
+)
 
 // deadCols and deadRow are the same for the dead-letter table (DeadImport):
 // a missing dead-at is the server's now.

@@ -3,14 +3,18 @@
 -- the Unix epoch (UTC) on the server's clock; names are bytes (VARBINARY),
 -- compared and sorted bytewise on every server and collation.
 CREATE TABLE IF NOT EXISTS `{{p}}messages` (
-	id CHAR(36) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+	-- A UUID's 16 bytes: the key is repeated in every secondary index.
+	id BINARY(16) NOT NULL,
 	queue VARBINARY(128) NOT NULL,
 	kind VARBINARY(255) NOT NULL,
 	body LONGBLOB NOT NULL,
 	headers MEDIUMBLOB NULL,
 	enqueued_at BIGINT NOT NULL,
 	-- When the message becomes claimable: its run-at, or its lease deadline.
-	visible_at BIGINT NOT NULL,
+	-- The default, the server's now, serves a message enqueued without a
+	-- delay or run-at: its row in a batch INSERT says DEFAULT instead of an
+	-- expression the server parses and evaluates per row.
+	visible_at BIGINT NOT NULL DEFAULT (TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))),
 	-- The run-at of a message leased before it (ReceiveDelayed), while that
 	-- lease lasts.
 	run_at BIGINT NULL,
@@ -28,7 +32,7 @@ CREATE TABLE IF NOT EXISTS `{{p}}messages` (
 ) ENGINE=InnoDB;
 
 CREATE TABLE IF NOT EXISTS `{{p}}dead` (
-	id CHAR(36) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+	id BINARY(16) NOT NULL,
 	queue VARBINARY(128) NOT NULL,
 	kind VARBINARY(255) NOT NULL,
 	body LONGBLOB NOT NULL,
