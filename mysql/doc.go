@@ -1,8 +1,11 @@
 // Package mysql is Fila's MySQL and MariaDB driver: messages are rows of an
 // InnoDB table, claimed in batches with SELECT … FOR UPDATE SKIP LOCKED at
-// READ COMMITTED and settled by receipts. It needs MySQL 8.0 or newer, or
-// MariaDB 10.6 or newer (the first releases with SKIP LOCKED), and is built
-// on github.com/go-sql-driver/mysql through database/sql.
+// READ COMMITTED and settled by receipts. It needs MySQL 8.0.13 or newer
+// (SKIP LOCKED came in 8.0.1, column defaults that are expressions in
+// 8.0.13), or MariaDB 10.6 or newer (SKIP LOCKED), and is built on
+// github.com/go-sql-driver/mysql through database/sql. Only MariaDB 10.11
+// runs in this repository's CI; the tests run on MySQL 8.4 under
+// testcontainers where a Docker engine answers.
 //
 // # Opening
 //
