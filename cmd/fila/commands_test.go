@@ -633,3 +633,44 @@ func TestMessageCancel(t *testing.T) {
 		fails(t, 2, "invalid argument", "", "--url", url, "message", "cancel", "-q", "not a queue", ids[1])
 	})
 }
+
+// TestDeadShowEscapesControl: a dead letter's header, dedup key, reason and
+// body come from whoever enqueued or failed it; dead list and dead show
+// print their control characters escaped, so a terminal runs none of
+// them, and --raw still writes the body's bytes.
+func TestDeadShowEscapesControl(t *testing.T) {
+	url := "mem://dead-escape-" + unique("x")
+	c := client(t, url)
+	ctx := context.Background()
+	q := unique("deadesc")
+	id, err := c.Enqueue(ctx, q, fila.Message{Kind: "k", Body: []byte("\x1b[2Jbody\n"), DedupKey: "key\x1b[0m",
+		Headers: map[string]string{"h": "\x1b[31mred"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := c.Receive(ctx, q, fila.ReceiveParams{})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %v, %d", err, len(ds))
+	}
+	if err := ds[0].Dead(ctx, "failed \x1b]0;pwned\x07"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"dead", "list", "-q", q}, {"dead", "show", "-q", q, id}} {
+		out := ok(t, "", append([]string{"--url", url}, args...)...)
+		if strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("fila %s printed a control character:\n%q", strings.Join(args, " "), out)
+		}
+		if !strings.Contains(out, `failed \x1b]0;pwned\a`) {
+			t.Errorf("fila %s does not show the reason escaped:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	out := ok(t, "", "--url", url, "dead", "show", "-q", q, id)
+	for _, want := range []string{`h: \x1b[31mred`, `key\x1b[0m`, `\x1b[2Jbody`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dead show lacks %q:\n%s", want, out)
+		}
+	}
+	if raw := ok(t, "", "--url", url, "dead", "show", "-q", q, "--raw", id); raw != "\x1b[2Jbody\n" {
+		t.Errorf("dead show --raw = %q; want the body's bytes", raw)
+	}
+}

@@ -142,7 +142,7 @@ func writeDeadTable(w io.Writer, queue string, page fila.DeadPage) error {
 	fmt.Fprintln(tw, "ID\tKIND\tATTEMPTS\tENQUEUED\tDEAD AT\tREASON")
 	for _, l := range page.Letters {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", l.ID, l.Kind, l.Attempts,
-			formatTime(l.EnqueuedAt), formatTime(l.DeadAt), shortReason(l.Reason))
+			formatTime(l.EnqueuedAt), formatTime(l.DeadAt), termSafe(shortReason(l.Reason), false))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -212,9 +212,10 @@ func newDeadShowCmd(a *app, queue *string) *cobra.Command {
 		Use:   "show ID",
 		Short: "Show one dead letter with its reason, headers and body",
 		Long: `Show one dead letter with its reason, headers and body. A body that is not
-UTF-8 text is shown as a hex dump; --raw writes the body bytes alone (for
-piping into other tools). The dead letter is found by paging through the
-queue's dead letters.`,
+UTF-8 text is shown as a hex dump, and control characters of the headers,
+reason and body print escaped (\x1b), so a terminal runs none; --raw writes
+the body bytes alone (for piping into other tools). The dead letter is found
+by paging through the queue's dead letters.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("name one dead letter id (fila dead show -q QUEUE ID)")
@@ -273,7 +274,7 @@ func writeDeadLetter(w io.Writer, l *fila.DeadLetter) error {
 	fmt.Fprintf(tw, "enqueued at:\t%s\n", formatTime(l.EnqueuedAt))
 	fmt.Fprintf(tw, "dead at:\t%s\n", formatTime(l.DeadAt))
 	if l.DedupKey != "" {
-		fmt.Fprintf(tw, "dedup key:\t%s\n", l.DedupKey)
+		fmt.Fprintf(tw, "dedup key:\t%s\n", termSafe(l.DedupKey, false))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -286,16 +287,16 @@ func writeDeadLetter(w io.Writer, l *fila.DeadLetter) error {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(w, "  %s: %s\n", k, l.Headers[k])
+			fmt.Fprintf(w, "  %s: %s\n", termSafe(k, false), termSafe(l.Headers[k], false))
 		}
 	}
 	fmt.Fprintln(w, "reason:")
 	for _, line := range strings.Split(l.Reason, "\n") {
-		fmt.Fprintf(w, "  %s\n", line)
+		fmt.Fprintf(w, "  %s\n", termSafe(line, false))
 	}
 	if utf8.Valid(l.Body) {
 		fmt.Fprintf(w, "body (%d bytes):\n", len(l.Body))
-		body := string(l.Body)
+		body := termSafe(string(l.Body), true)
 		if body != "" && !strings.HasSuffix(body, "\n") {
 			body += "\n"
 		}
