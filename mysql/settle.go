@@ -31,10 +31,10 @@ func checkRefs(refs []backend.Ref, errs []error) []ackRef {
 	return out
 }
 
-// Ack deletes the messages whose receipts are current. One ref is one
-// DELETE. Several are one transaction: a locking read of their rows tells
-// which leases are current, and one DELETE removes those; the others get
-// ErrLeaseLost.
+// Ack deletes the messages whose receipts are current; the others get
+// ErrLeaseLost. One ref is one DELETE. Several are one transaction (see
+// ackIn): a DELETE of them all, and when one lease was not current, a
+// locking read and a DELETE of those that are.
 func (d *Driver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
 	if d.isClosed() {
 		return nil, backend.ErrClosed
