@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -320,33 +318,12 @@ func writeMessage(w io.Writer, m *fila.PendingMessage) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(m.Headers) > 0 {
-		fmt.Fprintln(w, "headers:")
-		keys := make([]string, 0, len(m.Headers))
-		for k := range m.Headers {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(w, "  %s: %s\n", termSafe(k, false), termSafe(m.Headers[k], false))
-		}
-	}
+	writeHeaders(w, m.Headers)
 	if m.LastError != "" {
 		fmt.Fprintln(w, "last error:")
 		for _, line := range strings.Split(termSafe(m.LastError, true), "\n") {
 			fmt.Fprintf(w, "  %s\n", line)
 		}
 	}
-	if utf8.Valid(m.Body) {
-		fmt.Fprintf(w, "body (%d bytes):\n", len(m.Body))
-		body := termSafe(string(m.Body), true)
-		if body != "" && !strings.HasSuffix(body, "\n") {
-			body += "\n"
-		}
-		_, err := io.WriteString(w, body)
-		return err
-	}
-	fmt.Fprintf(w, "body (%d bytes, not UTF-8; hex dump):\n", len(m.Body))
-	_, err := io.WriteString(w, hex.Dump(m.Body))
-	return err
+	return writeBody(w, m.Body)
 }

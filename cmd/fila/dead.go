@@ -279,32 +279,45 @@ func writeDeadLetter(w io.Writer, l *fila.DeadLetter) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(l.Headers) > 0 {
-		fmt.Fprintln(w, "headers:")
-		keys := make([]string, 0, len(l.Headers))
-		for k := range l.Headers {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(w, "  %s: %s\n", termSafe(k, false), termSafe(l.Headers[k], false))
-		}
-	}
+	writeHeaders(w, l.Headers)
 	fmt.Fprintln(w, "reason:")
 	for _, line := range strings.Split(l.Reason, "\n") {
 		fmt.Fprintf(w, "  %s\n", termSafe(line, false))
 	}
-	if utf8.Valid(l.Body) {
-		fmt.Fprintf(w, "body (%d bytes):\n", len(l.Body))
-		body := termSafe(string(l.Body), true)
+	return writeBody(w, l.Body)
+}
+
+// writeHeaders prints a message's headers sorted by key, their control
+// characters escaped; nothing when there are none.
+func writeHeaders(w io.Writer, headers map[string]string) {
+	if len(headers) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "headers:")
+	keys := make([]string, 0, len(headers))
+	for k := range headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s: %s\n", termSafe(k, false), termSafe(headers[k], false))
+	}
+}
+
+// writeBody prints a message's body: UTF-8 text with its control
+// characters escaped, anything else as a hex dump.
+func writeBody(w io.Writer, b []byte) error {
+	if utf8.Valid(b) {
+		fmt.Fprintf(w, "body (%d bytes):\n", len(b))
+		body := termSafe(string(b), true)
 		if body != "" && !strings.HasSuffix(body, "\n") {
 			body += "\n"
 		}
 		_, err := io.WriteString(w, body)
 		return err
 	}
-	fmt.Fprintf(w, "body (%d bytes, not UTF-8; hex dump):\n", len(l.Body))
-	_, err := io.WriteString(w, hex.Dump(l.Body))
+	fmt.Fprintf(w, "body (%d bytes, not UTF-8; hex dump):\n", len(b))
+	_, err := io.WriteString(w, hex.Dump(b))
 	return err
 }
 
