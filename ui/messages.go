@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -346,12 +344,7 @@ func (h *Handler) messageBody(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	hd := w.Header()
-	hd.Set("Content-Security-Policy", "sandbox; default-src 'none'")
-	hd.Set("Content-Type", "application/octet-stream")
-	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": "message-" + safeFileName(m.ID) + ".bin"}))
-	hd.Set("Content-Length", strconv.Itoa(len(m.Body)))
-	_, _ = w.Write(m.Body)
+	serveBody(w, "message-"+safeFileName(m.ID)+".bin", m.Body)
 }
 
 // messagesURL is the list of queue's messages in state (the first tab

@@ -668,12 +668,19 @@ func (h *Handler) deadBody(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	serveBody(w, "dead-"+safeFileName(l.ID)+".bin", l.Body)
+}
+
+// serveBody writes body as a download named name: attachment,
+// octet-stream and a sandboxing CSP, so no browser renders it (nosniff
+// comes with every page).
+func serveBody(w http.ResponseWriter, name string, body []byte) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", "sandbox; default-src 'none'")
 	hd.Set("Content-Type", "application/octet-stream")
-	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": "dead-" + safeFileName(l.ID) + ".bin"}))
-	hd.Set("Content-Length", strconv.Itoa(len(l.Body)))
-	_, _ = w.Write(l.Body)
+	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body)
 }
 
 // safeFileName keeps the letters, digits, '-' and '_' of s.
