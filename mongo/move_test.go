@@ -68,7 +68,11 @@ func TestReceiveDelayed(t *testing.T) {
 	s := mongoServer(t)
 	drv := openDriver(t, s, map[string]string{"fila_database": testDatabase(t, s)})
 	q := uniqueQueue("delayed")
-	runAt := time.Now().Add(3 * time.Second)
+	// Wall-clock time, as the driver's due times are: with Go's monotonic
+	// reading kept, the check below compared the two clocks, and failed
+	// once in CI by 6.6 ms when the VM's wall clock ran ahead of its
+	// monotonic one.
+	runAt := time.Now().Add(3 * time.Second).Round(0)
 	enqueueOne(t, drv, q, backend.Message{RunAt: runAt})
 	enqueueOne(t, drv, q, backend.Message{}) // ready: not for ReceiveDelayed
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

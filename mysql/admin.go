@@ -101,11 +101,11 @@ func (d *Driver) MarkSet(ctx context.Context, queue, name string, until time.Tim
 	}
 	exp := expiry(until)
 	if !onlyNew {
-		_, err := d.db.ExecContext(ctx, d.q.markSet, queue, name, exp, exp)
+		err := d.execStatement(ctx, d.q.markSet, queue, name, exp, exp)
 		return err == nil, mapErr(ctx, "mark set", err)
 	}
 	for try := 0; try < 3; try++ {
-		_, err := d.db.ExecContext(ctx, d.q.markInsert, queue, name, exp)
+		err := d.execStatement(ctx, d.q.markInsert, queue, name, exp)
 		if err == nil {
 			return true, nil
 		}
@@ -159,8 +159,24 @@ func (d *Driver) MarkDelete(ctx context.Context, queue, name string) error {
 	if d.isClosed() {
 		return backend.ErrClosed
 	}
-	_, err := d.db.ExecContext(ctx, d.q.markDelete, queue, name)
-	return mapErr(ctx, "mark delete", err)
+	return mapErr(ctx, "mark delete", d.execStatement(ctx, d.q.markDelete, queue, name))
+}
+
+// execStatement runs one statement in a transaction of its own
+// (autocommit), again (up to three times in all) after a deadlock or a
+// lock wait timeout, which roll it back. Inserting and deleting the same
+// mark keys from many clients at once, as concurrency slots do, deadlocks
+// now and then on InnoDB's gap and insert-intention locks: the conformance
+// test of concurrency limits saw it under load. It returns the last error
+// unmapped.
+func (d *Driver) execStatement(ctx context.Context, query string, args ...any) error {
+	var err error
+	for try := 0; try < 3; try++ {
+		if _, err = d.db.ExecContext(ctx, query, args...); err == nil || !transient(err) {
+			return err
+		}
+	}
+	return err
 }
 
 // MarkList returns the names of queue's unexpired marks that start with

@@ -117,8 +117,9 @@
 // worker) acks and claims in one transaction.
 //
 // Deadlocks and lock wait timeouts (error 1213, 1205) roll a transaction
-// back; the driver runs its own transactions again, up to three times, and
-// then returns fila.ErrUnavailable.
+// back; the driver runs its own transactions and single statements (marks:
+// concurrency slots deadlock now and then when many clients take and free
+// them) again, up to three times, and then returns fila.ErrUnavailable.
 //
 // # Priorities, dedup keys, dead letters, marks, topics
 //

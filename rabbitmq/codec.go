@@ -16,7 +16,7 @@ import (
 const (
 	hUser      = "fila-h"           // table: the message's own headers, kept apart from Fila's
 	hEnqueued  = "fila-enq"         // int64: enqueue time, Unix milliseconds
-	hRunAt     = "fila-run"         // int64: run-at, Unix milliseconds (delayed and retried messages)
+	hRunAt     = "fila-run"         // int64: run-at, Unix milliseconds rounded up (delayed and retried messages)
 	hAttempts  = "fila-att"         // int64: deliveries before this copy was published
 	hMax       = "fila-max"         // int64: the message's own max attempts
 	hLastError = "fila-err"         // string: reason of the latest Retry

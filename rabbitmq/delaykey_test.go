@@ -56,3 +56,28 @@ func TestSlowDelayDeclarationIsNotLate(t *testing.T) {
 		t.Errorf("delayKey = %q: the bucket was not picked again after an %v declaration", key, hold)
 	}
 }
+
+// TestRunAtMilli: the fila-run header rounds a run-at up to the
+// millisecond, so a consumer comparing it with the clock's whole
+// milliseconds never hands a message out before its run-at.
+func TestRunAtMilli(t *testing.T) {
+	base := time.UnixMilli(1_700_000_000_123)
+	for _, tc := range []struct {
+		at   time.Time
+		want int64
+	}{
+		{base, 1_700_000_000_123},
+		{base.Add(time.Nanosecond), 1_700_000_000_124},
+		{base.Add(999 * time.Microsecond), 1_700_000_000_124},
+	} {
+		got := runAtMilli(tc.at)
+		if got != tc.want {
+			t.Errorf("runAtMilli(%v) = %d; want %d", tc.at, got, tc.want)
+		}
+		// A consumer hands the message out once now.UnixMilli() >= got:
+		// the earliest such now is never before the run-at.
+		if earliest := time.UnixMilli(got); earliest.Before(tc.at) {
+			t.Errorf("runAtMilli(%v) lets it out at %v, before its run-at", tc.at, earliest)
+		}
+	}
+}
