@@ -3,7 +3,9 @@ package rabbitmq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -272,28 +274,66 @@ func (d *Driver) lockDeadScan(ctx context.Context, s *session, queue string, n n
 	}
 }
 
-func (d *Driver) scanDead(ctx context.Context, s *session, queue string, n names) (*deadScan, error) {
+// scanPrefetch is how many dead letters a scan's consumer has in flight
+// beyond those it read.
+const scanPrefetch = 256
+
+// scanDead takes queue's scan lock and reads its dead letters, oldest
+// first, through a consumer with a window of unacked letters that grows by
+// scanPrefetch as they are read:
+// as many as the dead queue held when the lock was taken, or fewer when
+// enough (nil: never) says after a letter that the caller has what it
+// needs. It cancels the consumer before returning; every letter read stays
+// unacked until close.
+func (d *Driver) scanDead(ctx context.Context, s *session, queue string, n names, enough func(*deadScan) bool) (*deadScan, error) {
 	sc, err := d.lockDeadScan(ctx, s, queue, n)
 	if err != nil {
 		return nil, err
 	}
 	ch := sc.ch
-	for {
-		if err := ctx.Err(); err != nil {
-			sc.close()
-			return nil, err
+	q, err := ch.QueueDeclarePassive(n.dead, true, false, false, false, nil)
+	if err != nil {
+		sc.close()
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return &deadScan{queue: queue}, nil // no dead queue, no dead letters
 		}
-		dv, ok, err := ch.Get(n.dead, false)
-		if err != nil {
+		return nil, mapErr(ctx, "count dead letters", err)
+	}
+	// The lock keeps other scans out, so nobody else holds dead letters
+	// unacked: the count is every letter there was. Letters added later
+	// come after them and are left for the next scan.
+	if q.Messages == 0 {
+		return sc, nil
+	}
+	// Nothing is acked while scanning, so the window of unacked letters
+	// grows by scanPrefetch each time it is full: a scan that stops early
+	// has at most that many letters in flight beyond those it read. The
+	// channel-wide (global) limit is the one RabbitMQ lets a channel raise
+	// under a running consumer.
+	window := scanPrefetch
+	if err := ch.Qos(window, 0, true); err != nil {
+		sc.close()
+		return nil, mapErr(ctx, "scan dead letters", err)
+	}
+	tag := "fila-scan-" + d.nonce + "-" + strconv.FormatUint(d.seq.Add(1), 36)
+	deliveries, err := ch.Consume(n.dead, tag, false, false, false, false, nil)
+	if err != nil {
+		sc.close()
+		return nil, mapErr(ctx, "scan dead letters", err)
+	}
+	for len(sc.msgs) < q.Messages && (enough == nil || len(sc.letters) == 0 || !enough(sc)) {
+		var dv amqp.Delivery
+		var ok bool
+		select {
+		case dv, ok = <-deliveries:
+		case <-ctx.Done():
 			sc.close()
-			var ae *amqp.Error
-			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-				return &deadScan{queue: queue}, nil // no dead queue, no dead letters
-			}
-			return nil, mapErr(ctx, "get dead letter", err)
+			return nil, ctx.Err()
 		}
-		if !ok {
-			return sc, nil
+		if !ok { // the channel closed, or the broker cancelled the consumer (queue deleted)
+			sc.close()
+			return nil, mapErr(ctx, "scan dead letters", fmt.Errorf("the dead-letter queue's consumer ended after %d of %d letters", len(sc.msgs), q.Messages))
 		}
 		adopt(&dv, queue) // the broker dead-lettered a copy itself (a delivery limit)
 		sc.msgs = append(sc.msgs, dv)
@@ -309,7 +349,22 @@ func (d *Driver) scanDead(ctx context.Context, s *session, queue string, n names
 			l.DeadAt = time.UnixMilli(ms)
 		}
 		sc.letters = append(sc.letters, l)
+		if len(sc.msgs) == window && window < q.Messages {
+			window += scanPrefetch
+			if err := ch.Qos(window, 0, true); err != nil {
+				sc.close()
+				return nil, mapErr(ctx, "scan dead letters", err)
+			}
+		}
 	}
+	// No more deliveries: what the consumer was sent beyond the letters
+	// read stays unacked and goes back, in place, when close nacks them
+	// and closes the channel.
+	if err := ch.Cancel(tag, false); err != nil {
+		sc.close()
+		return nil, mapErr(ctx, "scan dead letters", err)
+	}
+	return sc, nil
 }
 
 // close gives back the letters not acked, then releases the scan lock: a
@@ -324,7 +379,9 @@ func (sc *deadScan) close() {
 	}
 	var err error
 	if len(sc.msgs) > 0 {
-		err = sc.ch.Nack(sc.msgs[len(sc.msgs)-1].DeliveryTag, true, true)
+		// Tag 0 with multiple: every letter outstanding on the channel,
+		// those the scan did not read included.
+		err = sc.ch.Nack(0, true, true)
 	}
 	if err == nil {
 		_, err = sc.ch.QueueDelete(sc.lock, false, false, false)
@@ -396,15 +453,18 @@ func (sc *deadScan) selected(f backend.DeadFilter) []int {
 }
 
 // DeadList lists dead letters oldest first (the dead queue's order). It
-// takes every message of the dead queue without acking it and gives them all
-// back at the end, so it costs one round trip per dead letter. The cursor is
-// the id of the last letter of the previous page.
+// consumes the dead queue without acking, up to the letters the page
+// needs (past the cursor's letter, one more than the page; every letter
+// when p.IDs names one that is not found, or the cursor's letter is gone),
+// and gives them all back at the end: a page costs the letters before it,
+// read in a stream. The cursor is the id of the last letter of the
+// previous page.
 func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListParams) (backend.DeadPage, error) {
 	n, s, err := d.queueSession(ctx, queue)
 	if err != nil {
 		return backend.DeadPage{}, err
 	}
-	sc, err := d.scanDead(ctx, s, queue, n)
+	sc, err := d.scanDead(ctx, s, queue, n, deadPageRead(p))
 	if err != nil {
 		return backend.DeadPage{}, err
 	}
@@ -442,6 +502,37 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 		page.Next = all[end-1].ID
 	}
 	return page, nil
+}
+
+// deadPageRead returns the scan's stop condition for a page of p: every
+// id of p.IDs found, or, past the cursor's letter, one letter more than the
+// page that p.Kind selects.
+func deadPageRead(p backend.DeadListParams) func(*deadScan) bool {
+	if p.IDs != nil {
+		want := make(map[string]bool, len(p.IDs))
+		for _, id := range p.IDs {
+			want[id] = true
+		}
+		found := 0
+		return func(sc *deadScan) bool {
+			if id := sc.letters[len(sc.letters)-1].ID; want[id] {
+				want[id] = false // a duplicate id is counted once
+				found++
+			}
+			return found == len(want)
+		}
+	}
+	past, after := p.Cursor == "", 0
+	return func(sc *deadScan) bool {
+		l := sc.letters[len(sc.letters)-1]
+		switch {
+		case !past:
+			past = l.ID == p.Cursor
+		case p.Kind == "" || l.Kind == p.Kind:
+			after++
+		}
+		return after > max(p.Limit, 1)
+	}
 }
 
 // DeadReplay publishes the selected dead letters back to the main queue of
@@ -503,7 +594,7 @@ func (d *Driver) deadOp(ctx context.Context, queue string, f backend.DeadFilter,
 	if err != nil {
 		return 0, err
 	}
-	sc, err := d.scanDead(ctx, s, queue, n)
+	sc, err := d.scanDead(ctx, s, queue, n, nil)
 	if err != nil {
 		return 0, err
 	}

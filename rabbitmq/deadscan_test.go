@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -183,5 +184,61 @@ func TestDeadImportsAtOnceStoreOnce(t *testing.T) {
 		if count[l.ID] != 1 {
 			t.Errorf("letter %s stored %d times; want once", l.ID, count[l.ID])
 		}
+	}
+}
+
+// TestDeadScanPastItsWindow: scans read more letters than one window of
+// unacked letters (scanPrefetch) without stalling, page through them in
+// order with none twice, stop early for a first page, and find a letter
+// by id at the end of the queue; the letters read go back in their places.
+func TestDeadScanPastItsWindow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := openTest(t)
+	q := fmt.Sprintf("deadwindow-%d", time.Now().UnixNano())
+	t.Cleanup(func() { _ = openTest(t).QueueDelete(context.Background(), q) })
+	const n = 3*scanPrefetch + 17
+	var ids []string
+	for batch := 0; batch < n; batch += scanPrefetch * 2 / 3 {
+		var letters []backend.DeadLetter
+		for i := batch; i < min(batch+scanPrefetch*2/3, n); i++ {
+			m := testMsg(fmt.Sprintf("%s-%04d", q, i))
+			ids = append(ids, m.ID)
+			letters = append(letters, backend.DeadLetter{Message: m, Queue: q, Attempts: 1, Reason: "r"})
+		}
+		// Each import scans what the queue holds already.
+		if err := d.DeadImport(ctx, q, letters); err != nil {
+			t.Fatalf("import from letter %d: %v", batch, err)
+		}
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		page, err := d.DeadList(ctx, q, backend.DeadListParams{Limit: 100, Cursor: cursor, WithoutBodies: true})
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		for _, l := range page.Letters {
+			got = append(got, l.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("paging listed %d letters; want the %d imported, in order", len(got), len(ids))
+	}
+	last := ids[len(ids)-1]
+	page, err := d.DeadList(ctx, q, backend.DeadListParams{Limit: 1, IDs: []string{last, "no-such-letter"}})
+	if err != nil || len(page.Letters) != 1 || page.Letters[0].ID != last {
+		t.Fatalf("DeadList of the last letter by id: %v, %v", page.Letters, err)
+	}
+	if n, err := d.DeadPurge(ctx, q, backend.DeadFilter{IDs: []string{ids[0], last}}); err != nil || n != 2 {
+		t.Fatalf("DeadPurge of the first and last letters = %d, %v; want 2", n, err)
+	}
+	st, err := d.QueueStats(ctx, q)
+	if err != nil || st.Dead != int64(len(ids)-2) {
+		t.Errorf("after purging two, Dead = %d, %v; want %d (none lost by the scans)", st.Dead, err, len(ids)-2)
 	}
 }

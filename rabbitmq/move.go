@@ -338,7 +338,7 @@ func (d *Driver) DeadImport(ctx context.Context, queue string, letters []backend
 	if err := s.declare(ctx, queue, n); err != nil {
 		return err
 	}
-	sc, err := d.scanDead(ctx, s, queue, n)
+	sc, err := d.scanDead(ctx, s, queue, n, nil)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,15 +45,11 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 		}
 		start = "(" + p.Cursor
 	}
+	if p.IDs != nil {
+		return d.deadListByID(ctx, queue, k, p)
+	}
 	var page backend.DeadPage
 	var ids []string
-	var want map[string]bool
-	if p.IDs != nil {
-		want = make(map[string]bool, len(p.IDs))
-		for _, id := range p.IDs {
-			want[id] = true
-		}
-	}
 	for {
 		es, err := d.c.XRangeN(ctx, k.dead, start, "+", scanChunk).Result()
 		if err != nil {
@@ -61,27 +59,14 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 			if p.Kind != "" && payloadKind(str(e.Values[fPayload])) != p.Kind {
 				continue
 			}
-			var dl backend.DeadLetter
-			decoded := false
-			if want != nil {
-				// The id is in the entry's payload: decode it to filter.
-				if dl, err = deadLetter(queue, e); err != nil {
-					return backend.DeadPage{}, err
-				}
-				if !want[dl.ID] {
-					continue
-				}
-				decoded = true
-			}
 			if len(page.Letters) == p.Limit {
 				// One more match exists: there is a next page.
 				page.Next = ids[len(ids)-1]
 				return page, nil
 			}
-			if !decoded {
-				if dl, err = deadLetter(queue, e); err != nil {
-					return backend.DeadPage{}, err
-				}
+			dl, err := deadLetter(queue, e)
+			if err != nil {
+				return backend.DeadPage{}, err
 			}
 			if p.WithoutBodies {
 				dl.Body = nil
@@ -94,6 +79,72 @@ func (d *Driver) DeadList(ctx context.Context, queue string, p backend.DeadListP
 		}
 		start = "(" + es[len(es)-1].ID
 	}
+}
+
+// deadListByID lists the dead letters p.IDs names, found through the
+// index of message ids (deadIDs) and read one entry each, so that a page
+// showing one letter reads that letter and not the stream before it.
+func (d *Driver) deadListByID(ctx context.Context, queue string, k keys, p backend.DeadListParams) (backend.DeadPage, error) {
+	var page backend.DeadPage
+	sids, err := d.c.HMGet(ctx, k.deadIDs, p.IDs...).Result()
+	if err != nil {
+		return page, d.fail(ctx, err)
+	}
+	pipe := d.c.Pipeline()
+	var cmds []*goredis.XMessageSliceCmd
+	for _, v := range sids {
+		sid, ok := v.(string)
+		if !ok || (p.Cursor != "" && !sidLess(p.Cursor, sid)) {
+			continue
+		}
+		cmds = append(cmds, pipe.XRange(ctx, k.dead, sid, sid))
+	}
+	if len(cmds) == 0 {
+		return page, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return page, d.fail(ctx, err)
+	}
+	want := make(map[string]bool, len(p.IDs))
+	for _, id := range p.IDs {
+		want[id] = true
+	}
+	var es []goredis.XMessage
+	for _, c := range cmds {
+		es = append(es, c.Val()...) // none when the index is ahead of a trim
+	}
+	slices.SortFunc(es, func(a, b goredis.XMessage) int {
+		switch {
+		case sidLess(a.ID, b.ID):
+			return -1
+		case sidLess(b.ID, a.ID):
+			return 1
+		}
+		return 0
+	})
+	last := ""
+	for _, e := range es {
+		if p.Kind != "" && payloadKind(str(e.Values[fPayload])) != p.Kind {
+			continue
+		}
+		dl, err := deadLetter(queue, e)
+		if err != nil {
+			return backend.DeadPage{}, err
+		}
+		if !want[dl.ID] {
+			continue
+		}
+		if len(page.Letters) == p.Limit {
+			page.Next = last
+			return page, nil
+		}
+		last = e.ID
+		if p.WithoutBodies {
+			dl.Body = nil
+		}
+		page.Letters = append(page.Letters, dl)
+	}
+	return page, nil
 }
 
 // selectDead calls fn with chunks of the stream ids of the dead letters f
