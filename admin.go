@@ -36,6 +36,11 @@ type DeadLetter struct {
 	// Reason is why it was dead-lettered (ReasonMaxAttempts,
 	// ReasonCancelled, or the reason given to Delivery.Dead).
 	Reason string
+	// Errors are the message's errors before Reason, oldest first: the
+	// reasons of its latest retries (the last MaxErrorHistory-1 of them,
+	// cut to MaxEarlierReasonBytes), each with its attempt and time. Nil
+	// when it had none.
+	Errors []AttemptError
 	// DeadAt is when it was dead-lettered.
 	DeadAt time.Time
 }
@@ -76,16 +81,22 @@ type DeadFilter struct {
 	Kind string
 }
 
-// deadLetterFrom converts a driver's dead letter at the API boundary.
+// deadLetterFrom converts a driver's dead letter at the API boundary,
+// decoding its error history.
 func deadLetterFrom(l *backend.DeadLetter) DeadLetter {
 	body := l.Body
 	if body == nil {
 		body = []byte{}
 	}
+	reason, h := splitErrors(l.Reason)
+	var earlier []AttemptError // the last entry is the dead reason itself
+	if len(h) > 1 {
+		earlier = h[: len(h)-1 : len(h)-1]
+	}
 	return DeadLetter{
 		ID: l.ID, Queue: l.Queue, Kind: l.Kind, Body: body, Headers: l.Headers,
 		DedupKey: l.DedupKey, MaxAttempts: l.MaxAttempts, EnqueuedAt: l.EnqueuedAt, Priority: l.Priority,
-		Attempts: l.Attempts, Reason: l.Reason, DeadAt: l.DeadAt,
+		Attempts: l.Attempts, Reason: reason, Errors: earlier, DeadAt: l.DeadAt,
 	}
 }
 

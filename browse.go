@@ -73,6 +73,9 @@ type PendingMessage struct {
 	Due time.Time
 	// LastError is the reason its latest Retry gave, if any.
 	LastError string
+	// Errors is its error history, oldest first, LastError's entry last,
+	// as Delivery.Errors has it. Nil when it has none.
+	Errors []AttemptError
 }
 
 // MessagePage is one page of pending messages.
@@ -144,10 +147,11 @@ func (c *Client) MessageList(ctx context.Context, queue string, p MessageListPar
 		if (want != nil && !want[m.ID]) || (p.State != "" && m.State != p.State) {
 			continue // a driver that does not filter is filtered here
 		}
+		lastError, errs := splitErrors(m.LastError)
 		pm := PendingMessage{
 			ID: m.ID, Queue: queue, Kind: m.Kind, Body: m.Body, Headers: m.Headers, DedupKey: m.DedupKey,
 			MaxAttempts: m.MaxAttempts, EnqueuedAt: m.EnqueuedAt, Priority: m.Priority, State: m.State,
-			Attempts: m.Attempts, Due: m.Due, LastError: m.LastError,
+			Attempts: m.Attempts, Due: m.Due, LastError: lastError, Errors: errs,
 		}
 		switch {
 		case p.WithoutBodies:

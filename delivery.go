@@ -26,8 +26,14 @@ type Delivery struct {
 	MaxAttempts int
 	// EnqueuedAt is when the message was first enqueued.
 	EnqueuedAt time.Time
-	// LastError is the reason given by the latest Retry, if any.
+	// LastError is the reason given by the latest Retry, if any (a Retry
+	// with an empty reason, and Release, keep the one before).
 	LastError string
+	// Errors is the message's error history, oldest first, LastError's
+	// entry last: the reasons of its latest retries, each with its attempt
+	// and time, at most MaxErrorHistory of them (the earlier ones' reasons
+	// cut to MaxEarlierReasonBytes). Nil when the message has none.
+	Errors []AttemptError
 	// DedupKey is the message's dedup key, if any.
 	DedupKey string
 	// Priority is the message's level (Message.Priority).
@@ -35,6 +41,9 @@ type Delivery struct {
 
 	c  *Client
 	mu sync.Mutex
+	// history is the error history as the driver stored it (encoded),
+	// which Retry and Dead extend.
+	history string
 	// receipt identifies the lease; settled is set once Ack, Retry or Dead
 	// succeeded or found the lease lost.
 	receipt  string
@@ -80,11 +89,12 @@ func (c *Client) newDelivery(queue string, bd *backend.Delivery) *Delivery {
 	if body == nil {
 		body = []byte{}
 	}
+	lastError, errs := splitErrors(bd.LastError)
 	d := &Delivery{
 		ID: bd.ID, Queue: queue, Kind: bd.Kind, Body: body, Headers: bd.Headers,
 		Attempt: bd.Attempt, MaxAttempts: max, EnqueuedAt: bd.EnqueuedAt,
-		LastError: bd.LastError, DedupKey: bd.DedupKey, Priority: bd.Priority,
-		c: c, receipt: bd.Receipt, deadline: bd.Deadline,
+		LastError: lastError, Errors: errs, DedupKey: bd.DedupKey, Priority: bd.Priority,
+		c: c, receipt: bd.Receipt, history: bd.LastError, deadline: bd.Deadline,
 	}
 	if c.lister != nil {
 		d.cancelled = make(chan struct{})
@@ -140,27 +150,36 @@ func (d *Delivery) Ack(ctx context.Context) error {
 }
 
 // Retry ends the lease and makes the message receivable again no earlier
-// than delay from now, keeping reason as its last error. The attempt count
-// goes on; past max attempts the message is dead-lettered. A message that
-// was cancelled (MessageCancel) is dead-lettered with reason
-// ReasonCancelled instead, and Retry returns ErrCancelled.
+// than delay from now, keeping reason as its last error, added to the
+// message's error history (Errors) with this attempt and the time; an
+// empty reason keeps the history as it was. The attempt count goes on;
+// past max attempts the message is dead-lettered. A message that was
+// cancelled (MessageCancel) is dead-lettered with reason ReasonCancelled
+// instead, and Retry returns ErrCancelled.
 func (d *Delivery) Retry(ctx context.Context, delay time.Duration, reason string) error {
 	if err := validateDelay(delay, "retry delay"); err != nil {
 		return err
 	}
 	reason = cleanReason(reason)
+	// An empty reason keeps the stored history: the driver is given "".
+	history, given := d.history, ""
+	if reason != "" {
+		history = withError(d.history, d.Attempt, time.Now(), reason)
+		given = history
+	}
 	return d.settle(ctx, func(ctx context.Context) error {
-		if err := d.deadIfCancelled(ctx); err != nil {
+		if err := d.deadIfCancelled(ctx, history); err != nil {
 			return err
 		}
-		return d.c.drv.Retry(ctx, d.ref(), delay, reason)
+		return d.c.drv.Retry(ctx, d.ref(), delay, given)
 	})
 }
 
-// deadIfCancelled dead-letters a cancelled message instead of retrying it:
-// it returns ErrCancelled when it did, nil when the message was not
-// cancelled.
-func (d *Delivery) deadIfCancelled(ctx context.Context) error {
+// deadIfCancelled dead-letters a cancelled message instead of retrying it,
+// with history (its stored error history, with the Retry's reason if it
+// gave one) before ReasonCancelled: it returns ErrCancelled when it did,
+// nil when the message was not cancelled.
+func (d *Delivery) deadIfCancelled(ctx context.Context, history string) error {
 	cancelled, err := d.c.cancelledNow(ctx, d)
 	if err != nil {
 		return err
@@ -169,7 +188,8 @@ func (d *Delivery) deadIfCancelled(ctx context.Context) error {
 		return nil
 	}
 	d.markCancelled()
-	if err := d.c.drv.Dead(ctx, d.ref(), ReasonCancelled, d.Attempt); err != nil {
+	reason := withError(history, d.Attempt, time.Now(), ReasonCancelled)
+	if err := d.c.drv.Dead(ctx, d.ref(), reason, d.Attempt); err != nil {
 		return err
 	}
 	return ErrCancelled
@@ -181,22 +201,23 @@ func (d *Delivery) deadIfCancelled(ctx context.Context) error {
 // ErrCancelled.
 func (d *Delivery) Release(ctx context.Context) error {
 	return d.settle(ctx, func(ctx context.Context) error {
-		if err := d.deadIfCancelled(ctx); err != nil {
+		if err := d.deadIfCancelled(ctx, d.history); err != nil {
 			return err
 		}
 		return d.c.drv.Retry(ctx, d.ref(), 0, "")
 	})
 }
 
-// Dead moves the message to its queue's dead-letter store with reason. It is
-// not delivered again unless replayed.
+// Dead moves the message to its queue's dead-letter store with reason,
+// which the dead letter keeps as its Reason, after the message's earlier
+// errors (DeadLetter.Errors). It is not delivered again unless replayed.
 func (d *Delivery) Dead(ctx context.Context, reason string) error {
 	if reason == "" {
 		reason = "dead-lettered by consumer"
 	}
-	reason = cleanReason(reason)
+	history := withError(d.history, d.Attempt, time.Now(), cleanReason(reason))
 	return d.settle(ctx, func(ctx context.Context) error {
-		return d.c.drv.Dead(ctx, d.ref(), reason, d.Attempt)
+		return d.c.drv.Dead(ctx, d.ref(), history, d.Attempt)
 	})
 }
 

@@ -179,13 +179,20 @@ func messageBytes(m *backend.Message) int {
 }
 
 // cleanReason makes a reason storable everywhere: valid UTF-8, at most
-// MaxReasonBytes.
+// MaxReasonBytes. A NUL stays (PostgreSQL's text cannot hold one: the
+// postgres driver stores it as U+FFFD; see errhistory.go).
 func cleanReason(s string) string {
+	return cutReason(s, MaxReasonBytes)
+}
+
+// cutReason makes s valid UTF-8 of at most limit bytes, cut at a
+// character boundary.
+func cutReason(s string, limit int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= MaxReasonBytes {
+	if len(s) <= limit {
 		return s
 	}
-	s = s[:MaxReasonBytes]
+	s = s[:limit]
 	for !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}

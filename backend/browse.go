@@ -69,7 +69,8 @@ type PendingMessage struct {
 	// time, or its expired lease's deadline), a delayed message's run-at,
 	// a leased message's lease deadline.
 	Due time.Time
-	// LastError is the reason of its latest Retry, if any.
+	// LastError is the reason of its latest Retry with one, if any,
+	// exactly as Driver.Retry received it (see Delivery.LastError).
 	LastError string
 }
 

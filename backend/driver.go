@@ -31,14 +31,21 @@ type Driver interface {
 
 	// Retry ends the lease and makes the message ready again no earlier than
 	// delay from now, keeping reason as its last error (an empty reason keeps
-	// the previous one). The attempt count is not reset.
+	// the previous one). The attempt count is not reset. reason is an opaque
+	// string of valid UTF-8 of at most MaxErrorHistoryBytes bytes (the
+	// portable layer's encoding of the message's error history): the
+	// driver stores it verbatim and returns it unchanged as
+	// Delivery.LastError and PendingMessage.LastError.
 	Retry(ctx context.Context, ref Ref, delay time.Duration, reason string) error
 
 	// Dead ends the lease and moves the message to the queue's dead-letter
 	// store with reason, recording attempts as its attempt count. The
 	// portable layer passes the delivery's Attempt for a consumer's Dead,
 	// and one less for a claim past max attempts, which was never handed
-	// out: a dead letter counts the deliveries its message had.
+	// out: a dead letter counts the deliveries its message had. reason is
+	// an opaque string of at most MaxErrorHistoryBytes bytes, as Retry's:
+	// the driver stores it verbatim and returns it unchanged as
+	// DeadLetter.Reason.
 	Dead(ctx context.Context, ref Ref, reason string, attempts int) error
 
 	// Extend moves the lease deadline to now + lease and returns it.
@@ -68,6 +75,21 @@ type OpenOptions struct {
 
 // MaxPriority is the highest Message.Priority.
 const MaxPriority = 3
+
+// MaxErrorHistoryBytes is the longest reason the portable layer passes to
+// Driver.Retry and Driver.Dead, in bytes: a message's error history
+// (fila.AttemptError), encoded as a 14-byte first line and at most five
+// entries of up to 38 bytes of header each, the latest with a reason of
+// up to 16 KiB and the four before it with reasons cut to 1 KiB
+// (14 + 5×38 + 16,384 + 4×1,024 = 20,684). A driver stores reasons as
+// opaque strings of up to this many bytes and returns them byte for byte;
+// it never parses them. (A broker that cannot hold a character may store
+// another single character in its place, as the postgres driver stores
+// NUL as U+FFFD: the encoding counts characters, not bytes, and survives
+// it.) Dead letters imported from another broker
+// (DeadImporter) and reasons stored by older versions may be plain text
+// instead, of any length the other broker allowed.
+const MaxErrorHistoryBytes = 14 + 5*38 + 16<<10 + 4<<10
 
 // Prioritizer is implemented by drivers that hand out a queue's ready
 // messages of a higher Priority first (contract: priorities), keep a

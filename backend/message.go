@@ -65,7 +65,9 @@ type Delivery struct {
 	Receipt string
 	// Deadline is when the lease ends unless extended.
 	Deadline time.Time
-	// LastError is the reason given by the latest Retry, if any.
+	// LastError is the reason given by the latest Retry with one, if any,
+	// exactly as Driver.Retry received it (an encoded error history the
+	// portable layer decodes; see MaxErrorHistoryBytes).
 	LastError string
 }
 
@@ -92,7 +94,9 @@ type DeadLetter struct {
 	// dead-lettered on max attempts, its max attempts (the claim that found
 	// it exhausted was not handed out).
 	Attempts int
-	// Reason is why it was dead-lettered.
+	// Reason is why it was dead-lettered, exactly as Driver.Dead received
+	// it (an encoded error history the portable layer decodes; see
+	// MaxErrorHistoryBytes), or as DeadImport stored it.
 	Reason string
 	// DeadAt is when it was dead-lettered.
 	DeadAt time.Time

@@ -300,11 +300,20 @@ func (rr *relayRun) moveDelayed(ctx context.Context, dr backend.DelayedReceiver,
 }
 
 // moveDead imports the source's dead letters into the target, then purges
-// them from the source, a page at a time.
+// them from the source, a page at a time. It lists them from the source's
+// driver, not with Client.DeadList, so that a letter's reason moves as the
+// source stored it: the encoded error history (fila.AttemptError), which
+// DeadList decodes.
 func (rr *relayRun) moveDead(ctx context.Context, dst backend.DeadImporter, batch int) error {
 	r := rr.r
+	src := r.From.Driver().(backend.DeadLetterer) // checked by Run
 	for ctx.Err() == nil {
-		page, err := r.From.DeadList(ctx, r.FromQueue, fila.DeadListParams{Limit: batch})
+		var page backend.DeadPage
+		err := h.Call(r.From, ctx, func(ctx context.Context) error {
+			var err error
+			page, err = src.DeadList(ctx, r.FromQueue, backend.DeadListParams{Limit: batch})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("relay: list dead letters of %s: %w", r.FromQueue, err)
 		}
@@ -313,8 +322,12 @@ func (rr *relayRun) moveDead(ctx context.Context, dst backend.DeadImporter, batc
 		}
 		letters := make([]backend.DeadLetter, len(page.Letters))
 		for i, l := range page.Letters {
+			body := l.Body
+			if body == nil {
+				body = []byte{}
+			}
 			letters[i] = backend.DeadLetter{
-				Message: backend.Message{ID: l.ID, Kind: l.Kind, Body: l.Body, Headers: l.Headers,
+				Message: backend.Message{ID: l.ID, Kind: l.Kind, Body: body, Headers: l.Headers,
 					DedupKey: l.DedupKey, MaxAttempts: l.MaxAttempts, EnqueuedAt: l.EnqueuedAt, Priority: l.Priority},
 				Queue: l.Queue, Attempts: l.Attempts, Reason: l.Reason, DeadAt: l.DeadAt,
 			}

@@ -143,6 +143,56 @@ func TestRelayCarriesAttemptsDelaysAndDeadLetters(t *testing.T) {
 	_ = delayed
 }
 
+// A dead letter moves with its error history as the source stored it.
+func TestRelayKeepsDeadLetterErrors(t *testing.T) {
+	_, from := newMem(t)
+	_, to := newMem(t)
+	ctx := context.Background()
+	id, err := from.Enqueue(ctx, "q", fila.Message{Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reason := range []string{"e1", "e2\nsecond line", ""} {
+		ds, err := from.Receive(ctx, "q", fila.ReceiveParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reason == "" {
+			err = ds[0].Dead(ctx, "final")
+		} else {
+			err = ds[0].Retry(ctx, 0, reason)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := func(c *fila.Client) string {
+		t.Helper()
+		page, err := c.Driver().(backend.DeadLetterer).DeadList(ctx, "q", backend.DeadListParams{Limit: 10})
+		if err != nil || len(page.Letters) != 1 {
+			t.Fatalf("DeadList = %+v, %v", page, err)
+		}
+		return page.Letters[0].Reason
+	}
+	stored := raw(from)
+	r := &relay.Relay{From: from, FromQueue: "q", To: to, IncludeDead: true, StopWhenIdle: 100 * time.Millisecond}
+	if _, err := r.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := raw(to); got != stored {
+		t.Errorf("the target stores the dead letter's reason as %q, want the source's %q", got, stored)
+	}
+	page, err := to.DeadList(ctx, "q", fila.DeadListParams{})
+	if err != nil || len(page.Letters) != 1 {
+		t.Fatalf("DeadList = %+v, %v", page, err)
+	}
+	l := page.Letters[0]
+	if l.ID != id || l.Reason != "final" || len(l.Errors) != 2 || l.Errors[0].Reason != "e1" || l.Errors[0].Attempt != 1 ||
+		l.Errors[1].Reason != "e2\nsecond line" || l.Errors[1].Attempt != 2 {
+		t.Errorf("the moved dead letter: reason %q, errors %+v", l.Reason, l.Errors)
+	}
+}
+
 // flakyAck fails the first Ack after enqueue succeeded on the target, as a
 // relay crashing between enqueue and ack would leave things.
 type flakyAck struct {

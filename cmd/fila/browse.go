@@ -204,6 +204,7 @@ type messageJSON struct {
 	// leased one's lease deadline.
 	Due       time.Time         `json:"due"`
 	LastError string            `json:"last_error,omitempty"`
+	Errors    []errorJSON       `json:"errors,omitempty"` // the error history, oldest first, the last error's last
 	DedupKey  string            `json:"dedup_key,omitempty"`
 	Headers   map[string]string `json:"headers,omitempty"`
 	// Body is the body as text when it is valid UTF-8; BodyBase64 holds it
@@ -215,7 +216,7 @@ type messageJSON struct {
 func toMessageJSON(m *fila.PendingMessage, withBody bool) messageJSON {
 	j := messageJSON{ID: m.ID, Queue: m.Queue, Kind: m.Kind, State: string(m.State), Priority: m.Priority, Attempts: m.Attempts,
 		MaxAttempts: m.MaxAttempts, EnqueuedAt: m.EnqueuedAt.UTC(), Due: m.Due.UTC(), LastError: m.LastError,
-		DedupKey: m.DedupKey, Headers: m.Headers}
+		Errors: toErrorsJSON(m.Errors), DedupKey: m.DedupKey, Headers: m.Headers}
 	if withBody {
 		if utf8.Valid(m.Body) {
 			s := string(m.Body)
@@ -234,7 +235,9 @@ func newMessageShowCmd(a *app, queue *string) *cobra.Command {
 		Short: "Show one ready, delayed or running message with its headers and body",
 		Long: `Show one message of a queue that is not a dead letter, found by id whatever
 its state: ready, delayed, or leased (running in a worker, with its attempt
-and lease deadline). A body that is not UTF-8 text is shown as a hex dump;
+and lease deadline), its last error and the earlier errors of its history
+(attempt, time and first line; "errors" in --json holds them whole, the last
+error included). A body that is not UTF-8 text is shown as a hex dump;
 control characters in the kind, headers, last error and body print escaped
 (\x1b); --raw writes the body bytes alone (for piping into other tools). A
 message that is not pending (acked already, dead-lettered: see fila dead
@@ -324,6 +327,9 @@ func writeMessage(w io.Writer, m *fila.PendingMessage) error {
 		for _, line := range strings.Split(termSafe(m.LastError, true), "\n") {
 			fmt.Fprintf(w, "  %s\n", line)
 		}
+	}
+	if len(m.Errors) > 1 {
+		writeEarlierErrors(w, m.Errors[:len(m.Errors)-1]) // the last is the last error
 	}
 	return writeBody(w, m.Body)
 }

@@ -182,6 +182,7 @@ type deadJSON struct {
 	Attempts    int               `json:"attempts"`
 	MaxAttempts int               `json:"max_attempts,omitempty"`
 	Reason      string            `json:"reason"`
+	Errors      []errorJSON       `json:"errors,omitempty"` // the errors before Reason, oldest first
 	EnqueuedAt  time.Time         `json:"enqueued_at"`
 	DeadAt      time.Time         `json:"dead_at"`
 	DedupKey    string            `json:"dedup_key,omitempty"`
@@ -194,7 +195,8 @@ type deadJSON struct {
 
 func toDeadJSON(l *fila.DeadLetter, withBody bool) deadJSON {
 	j := deadJSON{ID: l.ID, Queue: l.Queue, Kind: l.Kind, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts,
-		Reason: l.Reason, EnqueuedAt: l.EnqueuedAt.UTC(), DeadAt: l.DeadAt.UTC(), DedupKey: l.DedupKey, Headers: l.Headers}
+		Reason: l.Reason, Errors: toErrorsJSON(l.Errors), EnqueuedAt: l.EnqueuedAt.UTC(), DeadAt: l.DeadAt.UTC(),
+		DedupKey: l.DedupKey, Headers: l.Headers}
 	if withBody {
 		if utf8.Valid(l.Body) {
 			s := string(l.Body)
@@ -211,11 +213,13 @@ func newDeadShowCmd(a *app, queue *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show one dead letter with its reason, headers and body",
-		Long: `Show one dead letter with its reason, headers and body. A body that is not
-UTF-8 text is shown as a hex dump, and control characters of the headers,
-reason and body print escaped (\x1b), so a terminal runs none; --raw writes
-the body bytes alone (for piping into other tools). The dead letter is found
-by paging through the queue's dead letters.`,
+		Long: `Show one dead letter with its reason, the message's earlier errors (the
+reasons of its latest retries: attempt, time and first line; "errors" in
+--json holds them whole), headers and body. A body that is not UTF-8 text
+is shown as a hex dump, and control characters of the headers, reasons and
+body print escaped (\x1b), so a terminal runs none; --raw writes the body
+bytes alone (for piping into other tools). The dead letter is looked up by
+its id (on RabbitMQ, by reading the dead queue up to it).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("name one dead letter id (fila dead show -q QUEUE ID)")
@@ -284,7 +288,49 @@ func writeDeadLetter(w io.Writer, l *fila.DeadLetter) error {
 	for _, line := range strings.Split(l.Reason, "\n") {
 		fmt.Fprintf(w, "  %s\n", termSafe(line, false))
 	}
+	writeEarlierErrors(w, l.Errors)
 	return writeBody(w, l.Body)
+}
+
+// writeEarlierErrors prints a message's earlier errors, oldest first, one
+// line each: attempt, time and the reason's first line, escaped. Nothing
+// when there are none.
+func writeEarlierErrors(w io.Writer, errs []fila.AttemptError) {
+	if len(errs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "earlier errors:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, e := range errs {
+		attempt := "attempt ?"
+		if e.Attempt > 0 {
+			attempt = fmt.Sprintf("attempt %d", e.Attempt)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", attempt, formatTime(e.At), termSafe(shortReason(e.Reason), false))
+	}
+	_ = tw.Flush()
+}
+
+// errorJSON is one error of a message's history as printed with --json.
+type errorJSON struct {
+	// Attempt is 0 and At is left out when unknown.
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at,omitzero"`
+	Reason  string    `json:"reason"`
+}
+
+func toErrorsJSON(errs []fila.AttemptError) []errorJSON {
+	if len(errs) == 0 {
+		return nil
+	}
+	out := make([]errorJSON, len(errs))
+	for i, e := range errs {
+		out[i] = errorJSON{Attempt: e.Attempt, Reason: e.Reason}
+		if !e.At.IsZero() {
+			out[i].At = e.At.UTC()
+		}
+	}
+	return out
 }
 
 // writeHeaders prints a message's headers sorted by key, their control
