@@ -61,6 +61,33 @@ type queueControl struct {
 	// keeps the refresher running for them).
 	resumed chan struct{}
 	waiting int
+	// limits are the queue's flow control limits (flow.go); flowFreed is
+	// closed when this client frees a slot or sees new limits, waking the
+	// Receive calls waiting for room.
+	limits    QueueLimits
+	flowFreed chan struct{}
+	// flow is what this client keeps between Receive calls under the
+	// limits (flowgate.go); it has a lock of its own, taken after qc.mu
+	// is released.
+	flow flowState
+	// first is the refresh that gives this client its first view of the
+	// queue's marks, in flight or failed (nil before it starts and after it
+	// fails); see firstRefresh.
+	first *pendingRefresh
+}
+
+// pendingRefresh is a refresh running apart from the calls waiting for
+// it: done is closed when it ends, with err.
+type pendingRefresh struct {
+	done chan struct{}
+	err  error
+}
+
+// flowLimits returns the queue's limits as this client last read them.
+func (qc *queueControl) flowLimits() QueueLimits {
+	qc.mu.Lock()
+	defer qc.mu.Unlock()
+	return qc.limits
 }
 
 // setPausedLocked records whether the queue is paused, waking the Receive
@@ -109,7 +136,8 @@ func (c *Client) control(queue string) *queueControl {
 	defer c.ctlMu.Unlock()
 	qc := c.ctl[queue]
 	if qc == nil {
-		qc = &queueControl{cancelled: map[string]bool{}, watches: map[string]*Delivery{}, receivers: map[uint64]context.CancelCauseFunc{}}
+		qc = &queueControl{cancelled: map[string]bool{}, watches: map[string]*Delivery{}, receivers: map[uint64]context.CancelCauseFunc{},
+			flowFreed: make(chan struct{})}
 		c.ctl[queue] = qc
 	}
 	return qc
@@ -129,6 +157,7 @@ func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, fo
 	// Cancels first, then the pause: a refresh that sees a cancel made
 	// after a pause sees that pause too.
 	var cancelled map[string]bool
+	var limits QueueLimits
 	if c.lister != nil {
 		names, err := c.lister.MarkList(ctx, queue, markCancelPrefix)
 		if err != nil {
@@ -138,6 +167,10 @@ func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, fo
 		for _, n := range names {
 			cancelled[strings.TrimPrefix(n, markCancelPrefix)] = true
 		}
+		if names, err = c.lister.MarkList(ctx, queue, markLimitsPrefix); err != nil {
+			return err
+		}
+		limits, _ = limitsFromMarks(names)
 	}
 	paused, err := c.marker.MarkGet(ctx, queue, markPause)
 	if err != nil {
@@ -148,6 +181,11 @@ func (c *Client) refresh(ctx context.Context, queue string, qc *queueControl, fo
 	qc.fetchedAt = time.Now()
 	qc.setPausedLocked(paused)
 	if c.lister != nil {
+		if limits != qc.limits {
+			qc.limits = limits
+			close(qc.flowFreed)
+			qc.flowFreed = make(chan struct{})
+		}
 		qc.cancelled = cancelled
 		for id, d := range qc.watches {
 			if cancelled[id] {
@@ -202,12 +240,19 @@ func (c *Client) ensureRefresher(queue string, qc *queueControl) {
 					delete(qc.watches, d.ID)
 				}
 			}
-			if len(qc.watches) == 0 && len(qc.receivers) == 0 && qc.waiting == 0 {
-				qc.running = false
-				qc.mu.Unlock()
-				return
-			}
+			idle := len(qc.watches) == 0 && len(qc.receivers) == 0 && qc.waiting == 0
 			qc.mu.Unlock()
+			// Slots kept for reuse and idle for an interval go back.
+			pooled := c.flowTrim(queue, qc, time.Now().Add(-c.opts.controlInterval))
+			if idle && !pooled {
+				qc.mu.Lock()
+				if len(qc.watches) == 0 && len(qc.receivers) == 0 && qc.waiting == 0 {
+					qc.running = false
+					qc.mu.Unlock()
+					return
+				}
+				qc.mu.Unlock()
+			}
 			ctx, cancel := context.WithTimeout(c.closeCtx, 10*time.Second)
 			err := c.refresh(ctx, queue, qc, true)
 			cancel()
@@ -232,7 +277,7 @@ func (c *Client) receiveState(ctx context.Context, queue string) (*queueControl,
 	qc.mu.Unlock()
 	switch {
 	case never:
-		if err := c.refresh(ctx, queue, qc, false); err != nil {
+		if err := c.firstRefresh(ctx, queue, qc); err != nil {
 			return nil, false, err
 		}
 	case stale:
@@ -247,6 +292,43 @@ func (c *Client) receiveState(ctx context.Context, queue string) (*queueControl,
 		}()
 	}
 	return qc, qc.isPaused(), nil
+}
+
+// firstRefresh waits, as long as ctx allows, for the client's first read
+// of queue's marks. The read runs on a context of its own and carries on
+// when ctx ends, so that consumers calling Receive with contexts shorter
+// than the reads take (a busy server) still get past it: the next call
+// waits for the same read rather than starting another. A read that fails
+// is started again by the next call.
+func (c *Client) firstRefresh(ctx context.Context, queue string, qc *queueControl) error {
+	qc.mu.Lock()
+	f := qc.first
+	if f == nil {
+		f = &pendingRefresh{done: make(chan struct{})}
+		qc.first = f
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			rctx, cancel := context.WithTimeout(c.closeCtx, 10*time.Second)
+			f.err = c.refresh(rctx, queue, qc, false)
+			cancel()
+			if f.err != nil {
+				qc.mu.Lock()
+				if qc.first == f {
+					qc.first = nil
+				}
+				qc.mu.Unlock()
+			}
+			close(f.done)
+		}()
+	}
+	qc.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (qc *queueControl) isPaused() bool {
@@ -308,6 +390,10 @@ func (c *Client) watch(qc *queueControl, d *Delivery) {
 // settled forgets d after its settlement and, when it had been cancelled,
 // deletes the cancel mark.
 func (c *Client) settled(d *Delivery) {
+	if d.flowSlot != "" {
+		c.flowFree(d.Queue, c.control(d.Queue), []pooledSlot{{name: d.flowSlot, until: d.flowUntil}})
+		d.flowSlot = ""
+	}
 	if c.lister == nil {
 		return
 	}
@@ -444,7 +530,8 @@ func (c *Client) deadCancelled(ctx context.Context, queue string, bd *backend.De
 	ref := backend.Ref{Queue: queue, ID: bd.ID, Receipt: bd.Receipt}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := c.drv.Dead(ctx, ref, ReasonCancelled, bd.Attempt-1)
+	reason := withError(bd.LastError, bd.Attempt-1, time.Now(), ReasonCancelled)
+	err := c.drv.Dead(ctx, ref, reason, bd.Attempt-1)
 	log := c.opts.logger.With(slog.String("queue", queue), slog.String("kind", bd.Kind), slog.String("id", bd.ID))
 	switch {
 	case err == nil:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/memory"
 )
 
@@ -104,4 +105,84 @@ func TestControlRefreshDuringSettlements(t *testing.T) {
 			t.Fatalf("AckBatch: %v", err)
 		}
 	}
+}
+
+// slowMarks is a driver whose mark reads take delay each, as on a busy
+// server.
+type slowMarks struct {
+	backend.Driver
+	marks interface {
+		backend.Marker
+		backend.MarkLister
+	}
+	delay time.Duration
+}
+
+func (d slowMarks) wait(ctx context.Context) error {
+	select {
+	case <-time.After(d.delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d slowMarks) MarkSet(ctx context.Context, queue, name string, until time.Time, onlyNew bool) (bool, error) {
+	return d.marks.MarkSet(ctx, queue, name, until, onlyNew)
+}
+
+func (d slowMarks) MarkDelete(ctx context.Context, queue, name string) error {
+	return d.marks.MarkDelete(ctx, queue, name)
+}
+
+func (d slowMarks) MarkGet(ctx context.Context, queue, name string) (bool, error) {
+	if err := d.wait(ctx); err != nil {
+		return false, err
+	}
+	return d.marks.MarkGet(ctx, queue, name)
+}
+
+func (d slowMarks) MarkList(ctx context.Context, queue, prefix string) ([]string, error) {
+	if err := d.wait(ctx); err != nil {
+		return nil, err
+	}
+	return d.marks.MarkList(ctx, queue, prefix)
+}
+
+// A consumer calling Receive with contexts shorter than the server takes
+// to read the queue's marks still gets its message: the client's first
+// read of them goes on past each call's end, and the next calls wait for
+// it rather than starting over (each read here takes three times a
+// call's context).
+func TestReceiveShortContextsSlowMarks(t *testing.T) {
+	mem := memory.NewBroker(memory.BrokerOptions{}).Open()
+	c, err := fila.New(slowMarks{Driver: mem, marks: mem, delay: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id, err := c.Enqueue(ctx, "q", fila.Message{Kind: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	receives := 0
+	for ctx.Err() == nil {
+		rctx, rcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		ds, err := c.Receive(rctx, "q", fila.ReceiveParams{Max: 1})
+		rcancel()
+		receives++
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Receive: %v", err)
+		}
+		if len(ds) == 1 {
+			if ds[0].ID != id {
+				t.Fatalf("received %s, want %s", ds[0].ID, id)
+			}
+			t.Logf("received after %d receives of 50ms", receives)
+			return
+		}
+	}
+	t.Fatalf("not received by %d receives of 50ms while the marks took 150ms a read", receives)
 }

@@ -3,6 +3,7 @@ package fila
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -53,6 +54,10 @@ type Delivery struct {
 	// nil when the driver cannot cancel.
 	cancelled  chan struct{}
 	cancelOnce sync.Once
+	// flowSlot is the concurrency slot mark the delivery holds under its
+	// queue's limits (flow.go), expiring at flowUntil; "" without one.
+	flowSlot  string
+	flowUntil time.Time
 }
 
 // Cancelled returns a channel that is closed when a cancel of this message
@@ -244,6 +249,16 @@ func (d *Delivery) Extend(ctx context.Context, lease time.Duration) error {
 		return err
 	}
 	d.deadline = deadline
+	if d.flowSlot != "" && deadline.After(d.flowUntil) {
+		// The concurrency slot lasts as long as the lease.
+		until := deadline.Add(flowReceiveBound(lease))
+		if _, err := d.c.marker.MarkSet(ctx, d.Queue, d.flowSlot, until, false); err != nil {
+			d.c.opts.logger.Warn("fila: extending a concurrency slot failed; it may be taken by another client when it expires",
+				slog.String("queue", d.Queue), slog.String("id", d.ID), slog.Any("error", err))
+		} else {
+			d.flowUntil = until
+		}
+	}
 	return nil
 }
 

@@ -244,6 +244,9 @@ func (c *Client) Close() error {
 	c.cancelCalls()
 	c.inflight.Wait()
 	c.bg.Wait()
+	if c.marker != nil {
+		c.flowClose() // the concurrency slots this client kept for reuse
+	}
 	return c.drv.Close()
 }
 
@@ -447,7 +450,22 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 				continue
 			}
 		}
-		bds, err := c.receiveUnlessPaused(cl, qc, queue, bp, nil)
+		var lim QueueLimits
+		if qc != nil {
+			lim = qc.flowLimits()
+		}
+		var out []*Delivery
+		if !lim.IsZero() {
+			out, err = c.receiveLimited(ctx, cl, qc, queue, bp, lim)
+		} else {
+			var bds []backend.Delivery
+			bds, err = c.receiveUnlessPaused(cl, qc, queue, bp, nil)
+			if err == nil {
+				out = c.deliveries(cctx, qc, queue, bds, nil)
+			} else if !errors.Is(err, errPaused) {
+				err = c.done(ctx, err)
+			}
+		}
 		if errors.Is(err, errPaused) {
 			// The pause may have ended the call's context: wait for the
 			// resume under a fresh one.
@@ -460,9 +478,9 @@ func (c *Client) Receive(ctx context.Context, queue string, p ReceiveParams) ([]
 			continue
 		}
 		if err != nil {
-			return nil, c.done(ctx, err)
+			return nil, err
 		}
-		if out := c.deliveries(cctx, qc, queue, bds); len(out) > 0 {
+		if len(out) > 0 {
 			return out, nil
 		}
 	}
@@ -491,12 +509,13 @@ func (c *Client) receiveParams(queue string, p ReceiveParams) (backend.ReceivePa
 // deliveries turns what the driver claimed into deliveries, leaving out
 // (and dead-lettering) the cancelled messages and those past their max
 // attempts.
-func (c *Client) deliveries(ctx context.Context, qc *queueControl, queue string, bds []backend.Delivery) []*Delivery {
+func (c *Client) deliveries(ctx context.Context, qc *queueControl, queue string, bds []backend.Delivery, g *flowGrant) []*Delivery {
 	out := make([]*Delivery, 0, len(bds))
 	for i := range bds {
 		bd := &bds[i]
 		if qc != nil && qc.isCancelled(bd.ID) {
 			c.deadCancelled(ctx, queue, bd)
+			g.free(c, queue, qc, i)
 			continue
 		}
 		max := bd.MaxAttempts
@@ -505,9 +524,13 @@ func (c *Client) deliveries(ctx context.Context, qc *queueControl, queue string,
 		}
 		if bd.Attempt > max {
 			c.deadExhausted(ctx, queue, bd, max)
+			g.free(c, queue, qc, i)
 			continue
 		}
 		d := c.newDelivery(queue, bd)
+		if g != nil && i < len(g.slots) {
+			d.flowSlot, d.flowUntil = g.slots[i].name, g.slots[i].until
+		}
 		if qc != nil {
 			c.watch(qc, d)
 		}
@@ -521,7 +544,10 @@ func (c *Client) deliveries(ctx context.Context, qc *queueControl, queue string,
 // (backend.AckReceiver): a consumer that acks what it ran and receives
 // again waits for one round trip instead of two. It never waits for
 // messages. When it returns none (nothing was ready, the driver cannot
-// combine the two, the queue is paused), call Receive.
+// combine the two, the queue is paused, or its limits leave no room at
+// hand: a concurrency limit half taken or more, a rate limit whose share
+// this client drew is used up), call Receive. Under a concurrency limit
+// the slots of the acked deliveries pass to the messages claimed.
 //
 // ackErr is AckBatch's result for ds. err is the claim's: with it nothing
 // was received. Invalid arguments return ErrInvalid as err and ack
@@ -541,9 +567,30 @@ func (c *Client) AckReceive(ctx context.Context, ds []*Delivery, queue string, p
 	}
 	defer c.leave(cl)
 	var qc *queueControl
+	var g *flowGrant
+	claimed := 0
 	if c.marker != nil {
 		var paused bool
 		qc, paused, err = c.receiveState(cl.ctx, queue)
+		limited := false
+		if err == nil && !paused {
+			if lim := qc.flowLimits(); !lim.IsZero() {
+				g, limited = c.flowHandOver(queue, qc, lim, ds, bp.Max, bp.Lease)
+				if !limited {
+					// Waiting for room is Receive's: only ack.
+					return nil, c.ackDeliveries(ctx, cl.ctx, ds, c.drv.Ack), nil
+				}
+				bp.Max = g.n(bp.Max)
+				// The slots and tokens of the messages not claimed go
+				// back; the slots of those claimed ride on their
+				// deliveries (deliveries frees the ones it does not hand
+				// out).
+				defer func() {
+					c.flowFree(queue, qc, g.slots[min(claimed, len(g.slots)):])
+					qc.flowUnused(g.lim, g.tokens[min(claimed, len(g.tokens)):])
+				}()
+			}
+		}
 		if err != nil || paused {
 			return nil, c.ackDeliveries(ctx, cl.ctx, ds, c.drv.Ack), c.done(ctx, err)
 		}
@@ -573,13 +620,20 @@ func (c *Client) AckReceive(ctx context.Context, ds []*Delivery, queue string, p
 	if !ran { // paused just now: the acks alone
 		return nil, c.ackDeliveries(ctx, cl.ctx, ds, c.drv.Ack), nil
 	}
+	if err == nil {
+		claimed = len(bds)
+	}
 	if errors.Is(err, errPaused) {
 		return nil, ackErr, nil
 	}
 	if err != nil {
 		return nil, ackErr, c.done(ctx, err)
 	}
-	return c.deliveries(cl.ctx, qc, queue, bds), ackErr, nil
+	if g != nil {
+		bds = c.flowFreshen(cl.ctx, queue, qc, g, bds)
+		claimed = len(bds)
+	}
+	return c.deliveries(cl.ctx, qc, queue, bds, g), ackErr, nil
 }
 
 // errPaused ends a driver Receive when its queue was paused meanwhile.
@@ -662,12 +716,15 @@ func (c *Client) deadExhausted(ctx context.Context, queue string, bd *backend.De
 	// anyway, or it would wait for its lease to expire first.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := c.drv.Dead(ctx, ref, ReasonMaxAttempts, bd.Attempt-1)
+	// The dead letter keeps the message's error history, ReasonMaxAttempts
+	// last, recorded at the attempts it had.
+	reason := withError(bd.LastError, bd.Attempt-1, time.Now(), ReasonMaxAttempts)
+	err := c.drv.Dead(ctx, ref, reason, bd.Attempt-1)
 	log := c.opts.logger.With(slog.String("queue", queue), slog.String("kind", bd.Kind),
 		slog.String("id", bd.ID), slog.Int("attempt", bd.Attempt), slog.Int("max_attempts", max))
 	switch {
 	case err == nil:
-		log.Warn("fila: message dead-lettered: max attempts exceeded", slog.String("last_error", bd.LastError))
+		log.Warn("fila: message dead-lettered: max attempts exceeded", slog.String("last_error", latestError(bd.LastError)))
 	case errors.Is(err, ErrLeaseLost):
 		// Someone else holds it now; they will see the same attempt count.
 	default:
@@ -677,5 +734,6 @@ func (c *Client) deadExhausted(ctx context.Context, queue string, bd *backend.De
 }
 
 // ReasonMaxAttempts is the dead-letter reason of a message delivered more
-// times than its max attempts.
+// times than its max attempts. Its dead letter's Errors are the reasons of
+// the message's latest retries.
 const ReasonMaxAttempts = "max attempts exceeded"

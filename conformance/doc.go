@@ -14,7 +14,7 @@
 // repository (https://github.com/fila-go/fila/blob/main/CONTRACT.md): a
 // list of named rules — durable-enqueue, visibility, lease-expiry, extend,
 // fencing, lease-ends-at-deadline, ack-is-final, retry, dead-letters,
-// max-attempts, delay, dedup-keys, dead-letter-management, stats, batches,
+// max-attempts, error-history, delay, dedup-keys, dead-letter-management, stats, batches,
 // cancellation, close, bad-input, portable-limits, byte-exact, isolation,
 // wake-up, tx-enqueue, moving-queues, queue-admin, marks and job-control —
 // each with the tests of this suite that check it. Comments across the

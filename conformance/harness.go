@@ -51,8 +51,9 @@ const (
 	// of fila.MaxBatch messages) are stored and delivered within the
 	// suite's time. Every broker Fila supports carries them; a harness
 	// declares this missing only for a stand-in server too slow to move
-	// them while the other tests run. One past each limit is checked
-	// either way.
+	// them while the other tests run, or for a second configuration of a
+	// driver whose first one moves them through the same code (a costlier
+	// wire encoding). One past each limit is checked either way.
 	FeatureBulkLimits Feature = "bulk-limits"
 	// FeatureMarks: named marks with an expiry, stored in the broker
 	// (backend.Marker); queue pause, periodic jobs and unique-for-a-period

@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 		{"DeadIsNeverRedelivered", s.testDead},
 		{"MaxAttemptsAfterCrashes", s.testMaxAttemptsCrash},
 		{"MaxAttemptsAfterRetries", s.testMaxAttemptsRetry},
+		{"ErrorHistory", s.testErrorHistory},
 		{"DelayNotEarly", s.testDelay},
 		{"ShortDelayNotHeldByLongDelay", s.testShortDelayNotHeld},
 		{"DedupKeys", s.testDedup},
@@ -111,6 +112,9 @@ func Run(t *testing.T, h Harness) {
 		{"PriorityBadInput", s.testPriorityBadInput},
 		{"AckReceive", s.testAckReceive},
 		{"MessageList", s.testMessageList},
+		{"QueueLimits", s.testQueueLimits},
+		{"ConcurrencyLimit", s.testConcurrencyLimit},
+		{"RateLimit", s.testRateLimit},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once
 	// (or Harness.Parallel at a time): t.Run from separate goroutines is not

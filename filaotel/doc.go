@@ -40,6 +40,16 @@
 // delayed, leased, dead) and messaging.client.sent.messages (counter of
 // messages enqueued through Enqueue, with error.type on failures).
 //
+// For queues with limits (fila.QueueLimits), the Observer also reports
+// fila.queue.concurrency.limit and fila.queue.concurrency.held (gauges per
+// queue with a concurrency limit: the slots held by every client, read with
+// one more listing of marks per poll), and counts the receives of its own
+// client that waited for room: fila.receive.throttled (counter per queue and
+// fila.limit: concurrency or rate) and fila.receive.throttled.wait (seconds).
+// Those two are each process's figure: give the Observer the client your
+// workers use, and sum over processes. On RabbitMQ, which keeps no limits,
+// none of them is reported.
+//
 // Names and attributes follow the OpenTelemetry messaging semantic
 // conventions where they define one (messaging.process.duration,
 // messaging.client.sent.messages, messaging.system, messaging.destination.name,

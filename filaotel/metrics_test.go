@@ -362,3 +362,100 @@ func TestObserverEveryQueue(t *testing.T) {
 		t.Errorf("after deleting a, reported %v, want [b]", got)
 	}
 }
+
+// TestObserverLimits: on every broker that keeps limits the observer
+// reports a queue's concurrency limit and the slots held, and counts its
+// client's receives that waited for room; on RabbitMQ, which keeps none,
+// polls still work and report no limit.
+func TestObserverLimits(t *testing.T) {
+	for _, b := range brokers {
+		t.Run(b.name, func(t *testing.T) {
+			c := open(t, b.url(t))
+			q := tempQueue(t, c, "obslim")
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			obs, err := filaotel.NewObserver(c, []string{q}, filaotel.WithMeterProvider(mp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { obs.Close() })
+			for range 2 {
+				if _, err := c.Enqueue(ctx, q, fila.Message{Kind: "k"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = c.QueueLimitsSet(ctx, q, fila.QueueLimits{Concurrency: 1})
+			if b.name == "rabbitmq" {
+				if !errors.Is(err, fila.ErrUnsupported) {
+					t.Fatalf("QueueLimitsSet on RabbitMQ = %v; want ErrUnsupported", err)
+				}
+				if err := obs.Poll(ctx); err != nil {
+					t.Errorf("Poll where limits are unsupported = %v; want nil", err)
+				}
+				for _, name := range []string{filaotel.MetricConcurrencyLimit, filaotel.MetricConcurrencyHeld, filaotel.MetricThrottledReceives} {
+					if _, ok := collect(t, reader)[name]; ok {
+						t.Errorf("%s reported where limits are unsupported", name)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			held, err := c.Receive(ctx, q, fila.ReceiveParams{Max: 1, Lease: time.Minute})
+			if err != nil || len(held) != 1 {
+				t.Fatalf("Receive = %d deliveries, %v; want 1", len(held), err)
+			}
+			// A second Receive waits for the only slot, and ends with its
+			// context.
+			short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+			if ds, err := c.Receive(short, q, fila.ReceiveParams{Max: 1}); len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Receive while the slot is held = %d deliveries, %v; want none and its deadline", len(ds), err)
+			}
+			cancelShort()
+			if err := obs.Poll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := collect(t, reader)
+			gauge := func(name string) int64 {
+				t.Helper()
+				m, ok := got[name]
+				if !ok {
+					t.Fatalf("%s not reported", name)
+				}
+				dps := m.Data.(metricdata.Gauge[int64]).DataPoints
+				if len(dps) != 1 {
+					t.Fatalf("%s: %d data points; want 1", name, len(dps))
+				}
+				return dps[0].Value
+			}
+			if v := gauge(filaotel.MetricConcurrencyLimit); v != 1 {
+				t.Errorf("concurrency limit reported as %d; want 1", v)
+			}
+			if v := gauge(filaotel.MetricConcurrencyHeld); v != 1 {
+				t.Errorf("slots held reported as %d; want 1", v)
+			}
+			m, ok := got[filaotel.MetricThrottledReceives]
+			if !ok {
+				t.Fatalf("%s not reported", filaotel.MetricThrottledReceives)
+			}
+			waits := map[string]int64{}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				v, _ := dp.Attributes.Value(filaotel.AttrLimit)
+				waits[v.AsString()] = dp.Value
+			}
+			if waits["concurrency"] != 1 || waits["rate"] != 0 {
+				t.Errorf("throttled receives %v; want one for concurrency", waits)
+			}
+			w, ok := got[filaotel.MetricThrottledWait]
+			if !ok || len(w.Data.(metricdata.Sum[float64]).DataPoints) != 1 || w.Data.(metricdata.Sum[float64]).DataPoints[0].Value <= 0 {
+				t.Errorf("%s: %+v; want the time the receive waited", filaotel.MetricThrottledWait, w.Data)
+			}
+			if err := held[0].Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

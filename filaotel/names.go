@@ -34,6 +34,24 @@ const (
 	// MetricDeadLetters is the number of a queue's dead letters per kind,
 	// where the driver can count them. Prometheus: fila_queue_dead_letters.
 	MetricDeadLetters = "fila.queue.dead_letters"
+	// MetricConcurrencyLimit is a queue's concurrency limit (fila.QueueLimits)
+	// when it has one, as the observer last read it. Prometheus:
+	// fila_queue_concurrency_limit.
+	MetricConcurrencyLimit = "fila.queue.concurrency.limit"
+	// MetricConcurrencyHeld is the concurrency slots held in a queue with a
+	// concurrency limit, by every client (fila.LimitsUsage.Held): compare
+	// it with MetricConcurrencyLimit. Prometheus:
+	// fila_queue_concurrency_held.
+	MetricConcurrencyHeld = "fila.queue.concurrency.held"
+	// MetricThrottledReceives counts the Receive calls of the observer's
+	// client that waited for room under a queue's limits, per queue and
+	// fila.limit (concurrency or rate): a process's own figure, summed over
+	// processes by the metrics backend (fila.Client.QueueThrottled).
+	// Prometheus: fila_receive_throttled_total.
+	MetricThrottledReceives = "fila.receive.throttled"
+	// MetricThrottledWait is the time those calls waited, in seconds, per
+	// queue. Prometheus: fila_receive_throttled_wait_seconds_total.
+	MetricThrottledWait = "fila.receive.throttled.wait"
 )
 
 // Attribute keys. The messaging.* keys come from the semantic conventions.
@@ -65,6 +83,9 @@ const (
 	AttrOutcome = attribute.Key("fila.job.outcome")
 	// AttrState is fila.message.state: ready, delayed, leased or dead.
 	AttrState = attribute.Key("fila.message.state")
+	// AttrLimit is fila.limit: the limit a throttled receive waited for,
+	// concurrency or rate.
+	AttrLimit = attribute.Key("fila.limit")
 )
 
 // Operation names (messaging.operation.name) of Fila's spans and metrics.

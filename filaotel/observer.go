@@ -25,7 +25,9 @@ const staleAfter = 3
 // Observer polls the stats of a set of queues and reports them as
 // observable gauges: fila.queue.oldest_ready.age per queue,
 // fila.queue.messages per queue and state, fila.queue.dead_letters per
-// queue and kind. Create it with NewObserver, then call Run (in its own
+// queue and kind; for queues with limits, the concurrency limit and slots
+// held, and its client's throttled receives (see the package
+// documentation). Create it with NewObserver, then call Run (in its own
 // goroutine) or Poll.
 //
 // Gauges report the numbers of the last successful poll, so a scrape never
@@ -58,6 +60,11 @@ type queueState struct {
 	// report the oldest one's time.
 	ageKnown bool
 	kinds    map[string]bool // every kind ever seen dead, to report zeros
+	// limits is the queue's limits and slots held at the last poll that
+	// read them (limitsAt); the driver cannot list marks when noLimits.
+	limits   fila.LimitsUsage
+	limitsAt time.Time
+	noLimits bool
 }
 
 // NewObserver returns an Observer of queues on c and registers its gauges
@@ -101,10 +108,28 @@ func NewObserver(c *fila.Client, queues []string, opts ...Option) (*Observer, er
 	if err != nil {
 		return nil, err
 	}
+	var f flowInstruments
+	if f.limit, err = meter.Int64ObservableGauge(MetricConcurrencyLimit, metric.WithUnit("{message}"),
+		metric.WithDescription("The queue's concurrency limit: at most this many of its messages leased at once, across all clients.")); err != nil {
+		return nil, err
+	}
+	if f.held, err = meter.Int64ObservableGauge(MetricConcurrencyHeld, metric.WithUnit("{slot}"),
+		metric.WithDescription("Concurrency slots held in the queue, by all clients.")); err != nil {
+		return nil, err
+	}
+	if f.throttled, err = meter.Int64ObservableCounter(MetricThrottledReceives, metric.WithUnit("{call}"),
+		metric.WithDescription("Receive calls of this process that waited for room under the queue's limits, per limit.")); err != nil {
+		return nil, err
+	}
+	if f.wait, err = meter.Float64ObservableCounter(MetricThrottledWait, metric.WithUnit("s"),
+		metric.WithDescription("Time Receive calls of this process waited for room under the queue's limits.")); err != nil {
+		return nil, err
+	}
 	o.reg, err = meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		o.observe(obs, age, msgs, dead)
+		o.observeFlow(obs, f)
 		return nil
-	}, age, msgs, dead)
+	}, age, msgs, dead, f.limit, f.held, f.throttled, f.wait)
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +162,11 @@ func (o *Observer) Run(ctx context.Context) error {
 	}
 }
 
-// Poll reads every queue's stats once, each within the poll interval, and
-// keeps them for the gauges. It returns the joined errors of the queues
-// whose stats could not be read (including fila.ErrUnsupported from a
-// driver without stats).
+// Poll reads every queue's stats and limits once, each within the poll
+// interval, and keeps them for the gauges. It returns the joined errors of
+// the queues whose stats or limits could not be read (including
+// fila.ErrUnsupported from a driver without stats; a driver that keeps no
+// limits is not an error).
 func (o *Observer) Poll(ctx context.Context) error {
 	queues := o.queues
 	if o.all {
@@ -171,6 +197,27 @@ func (o *Observer) Poll(ctx context.Context) error {
 		if st == nil {
 			st = &queueState{kinds: map[string]bool{}}
 			o.state[q] = st
+		}
+		noLimits := st.noLimits
+		o.mu.Unlock()
+		var lu fila.LimitsUsage
+		var lerr error
+		if err == nil && !noLimits {
+			// Limits are read only where stats are: one listing of the
+			// queue's limits marks, and one of its slots under a
+			// concurrency limit.
+			lctx, cancel := context.WithTimeout(ctx, o.interval)
+			lu, lerr = o.c.QueueLimitsUsage(lctx, q)
+			cancel()
+		}
+		o.mu.Lock()
+		switch {
+		case errors.Is(lerr, fila.ErrUnsupported):
+			st.noLimits = true
+		case lerr != nil:
+			errs = append(errs, fmt.Errorf("queue %q: limits: %w", q, lerr))
+		case err == nil && !noLimits:
+			st.limits, st.limitsAt = lu, now
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("queue %q: %w", q, err))
@@ -217,5 +264,35 @@ func (o *Observer) observe(obs metric.Observer, age metric.Float64ObservableGaug
 		for _, k := range kinds {
 			obs.ObserveInt64(dead, st.stats.DeadByKind[k], metric.WithAttributes(append(base, AttrKind.String(k))...))
 		}
+	}
+}
+
+// flowInstruments are the instruments of queue limits.
+type flowInstruments struct {
+	limit, held metric.Int64ObservableGauge
+	throttled   metric.Int64ObservableCounter
+	wait        metric.Float64ObservableCounter
+}
+
+// observeFlow reports the kept limits and this client's throttled
+// receives. A queue without a concurrency limit has no limit gauges, and
+// one whose receives never waited no throttle counters.
+func (o *Observer) observeFlow(obs metric.Observer, f flowInstruments) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.now()
+	for _, q := range o.queues {
+		base := []attribute.KeyValue{AttrSystem.String(o.system), AttrDestination.String(q)}
+		if st := o.state[q]; st != nil && st.limits.Limits.Concurrency > 0 && now.Sub(st.limitsAt) <= staleAfter*o.interval {
+			obs.ObserveInt64(f.limit, int64(st.limits.Limits.Concurrency), metric.WithAttributes(base...))
+			obs.ObserveInt64(f.held, int64(st.limits.Held), metric.WithAttributes(base...))
+		}
+		th := o.c.QueueThrottled(q)
+		if th == (fila.Throttled{}) {
+			continue
+		}
+		obs.ObserveInt64(f.throttled, th.SlotWaits, metric.WithAttributes(append(base, AttrLimit.String("concurrency"))...))
+		obs.ObserveInt64(f.throttled, th.RateWaits, metric.WithAttributes(append(base, AttrLimit.String("rate"))...))
+		obs.ObserveFloat64(f.wait, th.Wait.Seconds(), metric.WithAttributes(base...))
 	}
 }

@@ -57,6 +57,15 @@ func runConformanceAt(t *testing.T, base string, params map[string]string) {
 	}
 	raw := withParams(t, base, all)
 	missing := map[conformance.Feature]string{}
+	if params["default_query_exec_mode"] == "simple_protocol" {
+		// Measured here, idle: the limits test took 67 s on the simple
+		// protocol against 16 s on the extended one, and past its 3 minutes
+		// in CI beside the other suites, starving the server meanwhile
+		// (ShortPollingGetsDelayed failed beside it). TestConformance moves
+		// the same bulk through the same statements; this variant keeps the
+		// default body limit, every byte value, and one past each limit.
+		missing[conformance.FeatureBulkLimits] = "the simple protocol carries bodies as hex text inside the SQL, 64 MiB as 128 MiB of literal to quote and parse: TestConformance moves the bulk limits through the same statements"
+	}
 	if params["fila_mode"] == "log" {
 		missing[conformance.FeatureMessageList] = "the log mode keeps no row per pending message: its state is derived from the streams' read positions, leases, claims and timers"
 	}

@@ -13,9 +13,9 @@ import (
 func newQueueCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "queue",
-		Short: "List a broker's queues, pause or resume a queue, delete a queue, list its workers",
+		Short: "List a broker's queues, pause or resume a queue, delete a queue, list its workers, set its limits",
 	}
-	cmd.AddCommand(newQueueListCmd(a), newQueuePauseCmd(a, true), newQueuePauseCmd(a, false), newQueueDeleteCmd(a), newQueueWorkersCmd(a))
+	cmd.AddCommand(newQueueListCmd(a), newQueuePauseCmd(a, true), newQueuePauseCmd(a, false), newQueueDeleteCmd(a), newQueueWorkersCmd(a), newQueueLimitsCmd(a))
 	return cmd
 }
 
