@@ -20,7 +20,8 @@ import (
 // BenchmarkWorker measures the worker's overhead: the time to run and ack
 // b.N no-op jobs fed by a producer, against a raw-client baseline (the same
 // number of goroutines, each receiving one message and acking it, fed by the
-// same producer) in the same run. Compare worker/cN with raw/cN; real drivers run when their
+// same producer) in the same run. Compare worker/cN with raw/cN, and
+// idle-limits/cN (limits far above the load) with worker/cN; real drivers run when their
 // FILA_TEST_* variables are set.
 func BenchmarkWorker(b *testing.B) {
 	drivers := []struct {
@@ -51,6 +52,20 @@ func BenchmarkWorker(b *testing.B) {
 				c := drv.open(b)
 				b.ResetTimer()
 				workerLoop(b, c, "bench-"+randomSuffix(), conc)
+			})
+			// The cost of limits far above the load (fila.QueueLimits):
+			// compare with worker/cN.
+			b.Run(fmt.Sprintf("%s/idle-limits/c%d", drv.name, conc), func(b *testing.B) {
+				c := drv.open(b)
+				q := "bench-" + randomSuffix()
+				err := c.QueueLimitsSet(context.Background(), q, fila.QueueLimits{Concurrency: fila.MaxConcurrencyLimit, Rate: fila.MaxRateLimit, Burst: fila.MaxRateBurst})
+				if errors.Is(err, fila.ErrUnsupported) {
+					b.Skipf("no limits on %s: %v", drv.name, err)
+				} else if err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				workerLoop(b, c, q, conc)
 			})
 		}
 	}

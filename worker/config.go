@@ -66,8 +66,10 @@ type Config struct {
 	// `fila queue workers`) reads; default DefaultPresence (10s). A record
 	// expires three intervals after its last renewal, so a worker that
 	// died leaves the list within 30s by default; one that stops deletes
-	// its records. Negative records nothing. Drivers that cannot list
-	// marks (RabbitMQ) record nothing either.
+	// its records. At the same renewals the worker writes the throughput
+	// records of the minutes that ended (Throughput, ThroughputList).
+	// Negative records nothing. Drivers that cannot list marks (RabbitMQ)
+	// record nothing either.
 	Presence time.Duration
 
 	// Timeout bounds each job's run through its context's deadline; default

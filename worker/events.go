@@ -45,6 +45,9 @@ type JobEvent struct {
 	Attempt int
 	// MaxAttempts is the limit in force for this job.
 	MaxAttempts int
+	// EnqueuedAt is when the message was first enqueued
+	// (fila.Delivery.EnqueuedAt).
+	EnqueuedAt time.Time
 	// Started is when the handler was called.
 	Started time.Time
 

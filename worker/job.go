@@ -58,7 +58,8 @@ func (w *Worker) runJob(base context.Context, d *fila.Delivery, ak *acker) {
 	}
 	ctx = context.WithValue(ctx, loggerKey{}, log)
 
-	ev := JobEvent{Queue: d.Queue, Kind: d.Kind, ID: d.ID, Attempt: d.Attempt, MaxAttempts: maxAttempts, Started: time.Now()}
+	ev := JobEvent{Queue: d.Queue, Kind: d.Kind, ID: d.ID, Attempt: d.Attempt, MaxAttempts: maxAttempts,
+		EnqueuedAt: d.EnqueuedAt, Started: time.Now()}
 	if w.cfg.OnJobStart != nil {
 		w.cfg.OnJobStart(ev)
 	}
@@ -140,6 +141,7 @@ func (w *Worker) runJob(base context.Context, d *fila.Delivery, ak *acker) {
 }
 
 func (w *Worker) end(ev JobEvent) {
+	w.tp.add(ev, time.Now())
 	if w.cfg.OnJobEnd != nil {
 		w.cfg.OnJobEnd(ev)
 	}

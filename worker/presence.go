@@ -80,22 +80,35 @@ func PresenceList(ctx context.Context, c *fila.Client, queue string) ([]Presence
 // listRecords returns the names of queue's marks that start with prefix,
 // and the driver's marks; what names the records in errors.
 func listRecords(ctx context.Context, c *fila.Client, queue, prefix, what string) ([]string, backend.MarkLister, error) {
-	if c == nil {
-		return nil, nil, errors.New("worker: client is nil")
-	}
-	if err := fila.ValidateQueueName(queue); err != nil {
+	lister, err := recordMarks(c, queue, "listing the "+what+" of a queue")
+	if err != nil {
 		return nil, nil, err
-	}
-	lister, ok := presenceLister(c)
-	if !ok {
-		return nil, nil, fmt.Errorf("worker: listing the %s of a queue needs marks the driver can list: %w",
-			what, &fila.UnsupportedError{Driver: driverName(c), Capability: "listing marks (backend.MarkLister)"})
 	}
 	names, err := lister.MarkList(ctx, queue, prefix)
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: listing the %s of queue %q: %w", what, queue, err)
 	}
 	return names, lister, nil
+}
+
+// recordMarks checks c and queue and returns the driver's marks, which
+// doing (what the caller does with the records, for the error) needs.
+func recordMarks(c *fila.Client, queue, doing string) (interface {
+	backend.Marker
+	backend.MarkLister
+}, error) {
+	if c == nil {
+		return nil, errors.New("worker: client is nil")
+	}
+	if err := fila.ValidateQueueName(queue); err != nil {
+		return nil, err
+	}
+	lister, ok := presenceLister(c)
+	if !ok {
+		return nil, fmt.Errorf("worker: %s needs marks the driver can list: %w",
+			doing, &fila.UnsupportedError{Driver: driverName(c), Capability: "listing marks (backend.MarkLister)"})
+	}
+	return lister, nil
 }
 
 // presenceLister returns the driver's mark lister, when it has marks it
@@ -194,6 +207,7 @@ type presence struct {
 	w       *Worker
 	marks   backend.Marker
 	records []record
+	tp      *throughputRecorder // nil without queues
 	every   time.Duration
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -205,6 +219,21 @@ type presence struct {
 type record struct {
 	queue, name string
 	shared      bool
+}
+
+// prepareRecords gives this Run its id and, when the worker records its
+// presence, a throughput recorder for its jobs' outcomes. Run calls it
+// before any job starts.
+func (w *Worker) prepareRecords() {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	w.runID = hex.EncodeToString(id[:])
+	if w.cfg.Presence < 0 || len(w.cfg.Queues) == 0 {
+		return
+	}
+	if lister, ok := presenceLister(w.c); ok {
+		w.tp = newThroughputRecorder(lister, w.runID, w.log)
+	}
 }
 
 // startPresence records the worker in each queue it serves and renews the
@@ -219,10 +248,8 @@ func (w *Worker) startPresence(ctx context.Context) *presence {
 		return nil
 	}
 	host, _ := os.Hostname()
-	var id [8]byte
-	_, _ = rand.Read(id[:])
 	base := Presence{
-		ID:      hex.EncodeToString(id[:]),
+		ID:      w.runID,
 		Host:    cleanText(host, maxPresenceHost),
 		PID:     os.Getpid(),
 		Shared:  max(w.cfg.Concurrency, 0),
@@ -243,7 +270,7 @@ func (w *Worker) startPresence(ctx context.Context) *presence {
 		records = append(records, record{queue: s.Queue, name: name, shared: true})
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ps := &presence{w: w, marks: lister, records: records, every: w.cfg.Presence, cancel: cancel, done: make(chan struct{})}
+	ps := &presence{w: w, marks: lister, records: records, tp: w.tp, every: w.cfg.Presence, cancel: cancel, done: make(chan struct{})}
 	go ps.run(pctx)
 	return ps
 }
@@ -254,6 +281,7 @@ func (ps *presence) run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		ps.renew(ctx)
+		ps.tp.flush(ctx, time.Now(), false)
 		select {
 		case <-ctx.Done():
 			ps.remove()
@@ -273,11 +301,13 @@ func (ps *presence) renew(ctx context.Context) {
 	}
 }
 
-// remove deletes the records, within a few seconds; those it cannot delete
-// expire on their own.
+// remove writes the last throughput records and deletes the presence
+// records, within a few seconds; those it cannot delete expire on their
+// own.
 func (ps *presence) remove() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	ps.tp.flush(ctx, time.Now(), true)
 	for _, r := range ps.records {
 		if r.shared {
 			continue

@@ -47,6 +47,11 @@ type Worker struct {
 	active  atomic.Int64 // running jobs
 	// pool holds Config.Concurrency's shared slots; nil without it.
 	pool *pool
+	// runID is the Run's random id (its presence and throughput records);
+	// tp sums its jobs' outcomes, nil when nothing is recorded. Both are
+	// set by Run before any job starts.
+	runID string
+	tp    *throughputRecorder
 }
 
 // New returns a Worker that receives from c with cfg. It checks cfg and fills
@@ -160,6 +165,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	recvCtx, stopRecv := context.WithCancelCause(ctx)
 	defer stopRecv(nil)
 
+	w.prepareRecords()
 	var (
 		jobs    sync.WaitGroup
 		loops   sync.WaitGroup

@@ -39,8 +39,19 @@ import (
 // unique queue names and 1s leases, like the conformance suite.
 
 func TestWorkerMemory(t *testing.T) {
+	// The clients a test opens share its broker, as clients of one
+	// server would.
+	var mu sync.Mutex
+	brokers := map[*testing.T]*memory.Broker{}
 	runWorkerTests(t, func(t *testing.T) *fila.Client {
-		return clientOver(t, memory.NewBroker(memory.BrokerOptions{}).Open())
+		mu.Lock()
+		defer mu.Unlock()
+		b := brokers[t]
+		if b == nil {
+			b = memory.NewBroker(memory.BrokerOptions{})
+			brokers[t] = b
+		}
+		return clientOver(t, b.Open())
 	})
 }
 
@@ -101,6 +112,8 @@ func runWorkerTests(t *testing.T, open func(t *testing.T) *fila.Client) {
 	t.Run("CancelStopsRunningJob", func(t *testing.T) { testCancelRunning(t, open(t)) })
 	t.Run("WeightsShareSlots", func(t *testing.T) { testWeights(t, open(t)) })
 	t.Run("Presence", func(t *testing.T) { testPresence(t, open(t)) })
+	t.Run("Throughput", func(t *testing.T) { testThroughput(t, open(t)) })
+	t.Run("QueueLimit", func(t *testing.T) { testQueueLimit(t, open) })
 }
 
 func testCancelRunning(t *testing.T, c *fila.Client) {
