@@ -27,7 +27,7 @@ const (
 // knownOp reports whether op is one of the actions.
 func knownOp(op string) bool {
 	switch op {
-	case opReplay, opPurge, opDelete, opPause, opResume, opCancel:
+	case opReplay, opPurge, opDelete, opPause, opResume, opCancel, opLimits:
 		return true
 	}
 	return false
@@ -56,14 +56,15 @@ type selection struct {
 // parseSelection reads the id, kind and all parameters. Replay and purge
 // need one of them: nothing selected is refused, never read as "all".
 // Cancel takes ids only (a field may hold several, separated by spaces,
-// as pasted); delete, pause and resume none.
+// as pasted); delete, pause, resume and limits none (limits reads its own
+// fields: parseLimits).
 func parseSelection(op string, v url.Values) (selection, error) {
 	s := selection{IDs: v["id"], Kind: v.Get("kind"), All: v.Get("all") == "1"}
 	bad := func(msg string) (selection, error) {
 		return selection{}, &httpError{status: http.StatusBadRequest, msg: msg}
 	}
 	switch op {
-	case opDelete, opPause, opResume:
+	case opDelete, opPause, opResume, opLimits:
 		return selection{}, nil
 	case opCancel:
 		var ids []string
@@ -139,6 +140,8 @@ type confirmView struct {
 	CancelURL  string
 	// CancelText labels the link back; "Cancel" when empty.
 	CancelText string
+	// Fields are more hidden fields of the form (the limits).
+	Fields []formField
 }
 
 // confirm shows what an action would do and the form that does it.
@@ -214,6 +217,11 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 			fila.ReasonCancelled + "\". A running one's handler sees its context cancelled, and a retry dead-letters it. " +
 			"Replay it from the dead letters to run it after all. An unknown id is not an error."
 		v.Button, v.Danger, v.CancelText = "Cancel "+plural(len(sel.IDs), "the message", "the messages"), true, "Keep"
+	case opLimits:
+		if err := h.confirmLimits(ctx, q, r.URL.Query(), &v); err != nil {
+			h.fail(w, r, err)
+			return
+		}
 	}
 	p := &page{Title: "Confirm", CSRF: h.csrfToken(w, r), P: v,
 		Crumbs: []crumb{{"Queues", h.prefix + "/"}, {q, h.queueURL(q)}, {Text: "Confirm"}}}
@@ -286,6 +294,18 @@ func (h *Handler) action(op string) http.HandlerFunc {
 			h.log.Info("fila ui: "+map[string]string{opPause: "paused", opResume: "resumed"}[op]+" queue", attrs...)
 			http.Redirect(w, r, h.queueURL(q)+"?"+url.Values{"done": {op}}.Encode(), http.StatusSeeOther)
 		case opCancel:
+			// What the queue holds of those ids, read before the cancel,
+			// so the page can say what it found (where the driver can
+			// list messages).
+			found := url.Values{}
+			if h.canList {
+				if waiting, running, err := h.pendingStates(ctx, q, sel.IDs); err != nil {
+					h.log.Warn("fila ui: looking up the messages to cancel failed", append(attrs, "error", err)...)
+				} else {
+					found.Set("w", fmt.Sprint(waiting))
+					found.Set("r", fmt.Sprint(running))
+				}
+			}
 			for i, id := range sel.IDs {
 				if err := h.c.MessageCancel(ctx, q, id); err != nil {
 					if i > 0 {
@@ -297,9 +317,30 @@ func (h *Handler) action(op string) http.HandlerFunc {
 				}
 			}
 			h.log.Info("fila ui: cancelled messages", append(attrs, "ids", sel.IDs, "count", len(sel.IDs))...)
-			http.Redirect(w, r, h.queueURL(q)+"?"+url.Values{"done": {op}, "n": {fmt.Sprint(len(sel.IDs))}}.Encode(), http.StatusSeeOther)
+			found.Set("done", op)
+			found.Set("n", fmt.Sprint(len(sel.IDs)))
+			http.Redirect(w, r, h.queueURL(q)+"?"+found.Encode(), http.StatusSeeOther)
+		case opLimits:
+			h.setLimits(ctx, w, r, q, attrs)
 		}
 	}
+}
+
+// pendingStates counts the messages of ids that queue holds waiting (ready
+// or delayed) and running (leased).
+func (h *Handler) pendingStates(ctx context.Context, queue string, ids []string) (waiting, running int, err error) {
+	page, err := h.c.MessageList(ctx, queue, fila.MessageListParams{IDs: ids, Limit: len(ids), WithoutBodies: true})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, m := range page.Messages {
+		if m.State == fila.StateLeased {
+			running++
+		} else {
+			waiting++
+		}
+	}
+	return waiting, running, nil
 }
 
 // plural is one when n is 1, else many.

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"image/png"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -265,7 +266,9 @@ func (bt *browserTab) click(sel, what, done string) {
 	bt.t.Helper()
 	bt.waitJS(sel+" on the page", exists(sel))
 	bt.do("clicking "+sel, chromedp.Click(chromedp.CSS(sel)))
-	bt.waitJS(what, done)
+	// The new page counts once it is parsed whole: done may hold on its
+	// first bytes while the rest still streams in.
+	bt.waitJS(what, "document.readyState !== 'loading' && ("+done+")")
 }
 
 // pageOf is a JavaScript expression true on the page at path once sel is on
@@ -280,7 +283,7 @@ func pageOf(path, sel string) string {
 // untrusted field shown as text and never run; read-only mode refusing an
 // action.
 func TestBrowser(t *testing.T) {
-	for _, name := range []string{"memory", "postgres", "redis", "rabbitmq", "mysql"} {
+	for _, name := range []string{"memory", "postgres", "redis", "rabbitmq", "mysql", "mongo"} {
 		b := brokerNamed(t, name)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -302,6 +305,17 @@ func browse(t *testing.T, b broker, c *fila.Client) {
 	o := ui.Options{Refresh: -1}
 	if b.rabbit {
 		o.Queues = []string{q}
+	} else {
+		// Ten minutes of the workers' throughput records, before the
+		// dashboard starts.
+		last := time.Now().Truncate(time.Minute).Add(-time.Minute)
+		for i := range 10 {
+			m := worker.Throughput{Start: last.Add(-time.Duration(i) * time.Minute), Acked: int64(60 + 30*i), Retried: 6, Dead: 1}
+			m.AddWait(time.Duration(i+1) * 20 * time.Millisecond)
+			if err := worker.ThroughputRecord(context.Background(), c, q, "w1", m); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	srv := serve(t, c, o)
 
@@ -321,6 +335,37 @@ func browse(t *testing.T, b broker, c *fila.Client) {
 	// Queue page, dead letters, the letter.
 	qpath := "/queues/" + q
 	bt.click(card+" h2 a", "the queue page", pageOf(qpath, "#dead-letters"))
+	// The throughput chart: drawn from the records, with five time ticks
+	// that do not overlap and stay within the chart; n/a on RabbitMQ.
+	tp := `[...document.querySelectorAll("figure.chart")].find(f => f.querySelector(".ct").textContent === "Jobs per second")`
+	if b.rabbit {
+		if !eval[bool](bt, tp+`.querySelector(".chart-na") !== null`) {
+			t.Error("RabbitMQ's throughput chart is not n/a")
+		}
+	} else {
+		if n := eval[float64](bt, tp+`.querySelectorAll("polyline").length`); n < 3 {
+			t.Errorf("the throughput chart draws %v lines; want acked, retried and dead", n)
+		}
+		ticks := eval[[]any](bt, `(() => { const f = `+tp+`; const fb = f.getBoundingClientRect();
+			return [...f.querySelectorAll(".ticks span")].map(s => { const r = s.getBoundingClientRect();
+				return [r.left - fb.left, r.right - fb.left, fb.width, s.textContent]; }); })()`)
+		if len(ticks) != 5 {
+			t.Errorf("the throughput chart has %d time ticks, want 5", len(ticks))
+		}
+		prevRight := -1.0
+		for _, tk := range ticks {
+			r := tk.([]any)
+			left, right, width := r[0].(float64), r[1].(float64), r[2].(float64)
+			if left < prevRight || left < -0.5 || right > width+0.5 {
+				t.Errorf("time tick %v overlaps the one before or leaves the chart (%v wide)", r[3], width)
+			}
+			prevRight = right
+		}
+		bt.click("#spans a", "the day's charts", `location.search === "?span=day" && `+exists("#spans b"))
+		if got := eval[string](bt, tp+`.querySelector(".scale span").textContent`); !strings.HasPrefix(got, "last 24h") {
+			t.Errorf("the day's throughput chart says %q, want last 24h", got)
+		}
+	}
 	bt.click("#dead-letters", "the dead letter list", pageOf(qpath+"/dead", "table.letters"))
 	lpath := qpath + "/dead/" + url.PathEscape(letter)
 	bt.click(fmt.Sprintf(`a[href=%s]`, jsString(lpath)), "the dead letter's page", pageOf(lpath, "#reason"))
@@ -536,6 +581,27 @@ func TestBrowserScreenshot(t *testing.T) {
 	}()
 	t.Cleanup(func() { stop(); wg.Wait() })
 
+	// The hour before, as the workers recorded it in the broker: the
+	// dashboard, started now, charts it.
+	// (The minutes up to the current one: the screenshot may be taken in
+	// the next.)
+	last := time.Now().Truncate(time.Minute)
+	for q, base := range map[string]float64{"emails": 40, "webhooks": 25, "reports": 4} {
+		for i := range 62 {
+			wave := 1 + 0.5*math.Sin(float64(i)/7)
+			m := worker.Throughput{Start: last.Add(-time.Duration(61-i) * time.Minute),
+				Acked: int64(60 * base * wave * (0.9 + 0.2*rand.Float64()))}
+			if q == "webhooks" {
+				m.Retried, m.Dead = m.Acked/8, int64(rand.IntN(20))
+			}
+			for range 50 {
+				m.AddWait(time.Duration(float64(30*time.Millisecond) * wave * wave * (0.5 + rand.Float64())))
+			}
+			if err := worker.ThroughputRecord(context.Background(), c, q, "demo", m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	const span = 8 * time.Second
 	srv := serve(t, c, ui.Options{SampleInterval: 100 * time.Millisecond, History: span, Refresh: -1, RunTimes: rec,
 		Broker: "mem://demo"})
@@ -820,7 +886,7 @@ func TestBrowserWorkers(t *testing.T) {
 // and lease deadline. Where the driver cannot list messages the page says
 // so.
 func TestBrowserMessages(t *testing.T) {
-	for _, name := range []string{"memory", "postgres", "redis", "rabbitmq", "mysql"} {
+	for _, name := range []string{"memory", "postgres", "redis", "rabbitmq", "mysql", "mongo"} {
 		b := brokerNamed(t, name)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -30,11 +30,16 @@ type chartView struct {
 	Top     string
 	Span    string
 	Series  []seriesView
-	// Note is shown under the chart.
+	// Note is shown under the chart; Help is the title's tooltip.
 	Note string
+	Help string
 	// Legend: the series are kinds, named under the chart.
 	Legend bool
 	W, H   int
+	// Ticks are the clock times (UTC) at the start, the quarters and the
+	// end of the span; Grid the x positions of the quarters' lines.
+	Ticks []string
+	Grid  []float64
 }
 
 // seriesView is one line of a chart.
@@ -98,9 +103,23 @@ func (f chartFrame) lines(pts []point, top float64) []string {
 	return out
 }
 
-// newChart is a chart with its frame's span and size.
+// newChart is a chart with its frame's span, size and time ticks.
 func (f chartFrame) newChart(title string) chartView {
-	return chartView{Title: title, Span: fmtSpan(f.span), W: chartW, H: chartH}
+	c := chartView{Title: title, Span: fmtSpan(f.span), W: chartW, H: chartH}
+	// Quarters of the span, to the minute; halves, to the second, for a
+	// span of a few minutes.
+	parts, layout := 4, "15:04"
+	if f.span < 10*time.Minute {
+		parts, layout = 2, "15:04:05"
+	}
+	for i := 0; i <= parts; i++ {
+		at := f.now.Add(-f.span * time.Duration(parts-i) / time.Duration(parts)).UTC()
+		c.Ticks = append(c.Ticks, at.Format(layout))
+		if i > 0 && i < parts {
+			c.Grid = append(c.Grid, float64(chartW*i)/float64(parts))
+		}
+	}
+	return c
 }
 
 // draw fills c's series from named point lists, scaled to their largest

@@ -3,9 +3,10 @@
 // long the oldest ready message has waited, dead letters per kind, p95 run
 // time per kind), lets an operator browse a queue's ready, delayed and
 // running messages, read dead letters in full, replay,
-// purge or delete, pause and resume a queue and cancel a message, each
-// behind a confirmation step. It works the same on every driver (pause and
-// cancel where the driver has marks). `fila ui` serves it standalone.
+// purge or delete, pause and resume a queue, set its concurrency and rate
+// limits and cancel a message, each behind a confirmation step. It works
+// the same on every driver (pause, limits and cancel where the driver has
+// marks). `fila ui` serves it standalone.
 //
 // # Mounting
 //
@@ -28,11 +29,17 @@
 //   - Overview (Prefix + "/"): every queue Client.QueueList names, plus
 //     Options.Queues (the only ones on RabbitMQ, which cannot list its
 //     queues), with ready, delayed, leased and dead counts, the oldest
-//     ready age and three small charts of the last hour: the oldest ready
-//     age, dead letters per kind and the p95 run time per kind. The page
-//     reloads its numbers every Options.Refresh.
-//   - Queue: the same numbers and charts, whether the queue is paused,
-//     the workers running on it (worker.PresenceList: host, pid,
+//     ready age and five small charts of the last hour, with clock ticks
+//     (UTC): jobs acked, retried and dead-lettered per second and the p95
+//     wait of first attempts (from the workers' records in the broker),
+//     the oldest ready age, dead letters per kind and the p95 run time per
+//     kind. The page reloads its numbers every Options.Refresh.
+//   - Queue: the same numbers and charts, the throughput and wait charts
+//     over the last hour or the last day (?span=day), whether the queue is paused,
+//     its limits (fila.Client.QueueLimitsUsage: "concurrency 5 (3 held
+//     now), rate 50 per 1s, burst 10", "none", or n/a where the driver
+//     cannot list marks, as on RabbitMQ; a short error when they cannot
+//     be read), the workers running on it (worker.PresenceList: host, pid,
 //     concurrency, start; n/a where the driver cannot list marks, as on
 //     RabbitMQ) and its periodic jobs with their last and next tick
 //     (worker.ScheduleList), dead letters per kind, and the actions. The overview
@@ -46,28 +53,51 @@
 //     separated by spaces) finds messages whatever their state, and says
 //     which ids are not pending, linking those that are dead letters. One
 //     message in full: state, attempts, due time or lease deadline,
-//     headers, last error and body, shown as a dead letter's is (the body
-//     is a download too), with a link to the cancel's confirmation where
-//     the driver can cancel. Listing claims nothing and changes nothing.
+//     headers, last error, the earlier errors of its history (attempt,
+//     time, reason) and body, shown as a dead letter's is (the body is a
+//     download too), with a link to the cancel's confirmation where the
+//     driver can cancel. Listing claims nothing and changes nothing.
 //     Where the driver cannot list messages (RabbitMQ: only consuming
 //     reads a queue's messages; fila.ErrUnsupported) the pages say so
 //     with n/a instead of failing.
 //   - Dead letters: a page of 50 at a time, filtered by kind; one letter in
-//     full: reason (with its stack trace), headers, and body as text when
-//     it is valid UTF-8, else as a hex dump (the first 64 KiB of text or
-//     16 KiB of bytes; the whole body is a download).
+//     full: reason (with its stack trace), the message's earlier errors,
+//     headers, and body as text when it is valid UTF-8, else as a hex
+//     dump (the first 64 KiB of text or 16 KiB of bytes; the whole body is
+//     a download).
 //   - Actions: replay (one, a kind, all), purge (one, a kind, all), queue
-//     delete, queue pause and resume (fila.Client.QueuePause), and cancel
-//     by message id (fila.Client.MessageCancel; the id goes in a form
-//     field of the queue page, several separated by spaces). Each opens a
-//     confirmation page that says what will happen (with the counts where
-//     the broker has them); only its button acts. Pause and resume show
-//     only where the driver can pause queues (backend.Marker), the cancel
-//     form only where it can list marks (backend.MarkLister).
+//     delete, queue pause and resume (fila.Client.QueuePause), queue
+//     limits (fila.Client.QueueLimitsSet: the queue page's form holds the
+//     concurrency limit, the rate, its period in seconds or as a duration
+//     such as 500ms or 1m, and the burst, filled in with the limits in
+//     force, empty for none; "Remove limits" removes them all), and
+//     cancel by message id (fila.Client.MessageCancel; the id goes in a
+//     form field of the queue page, several separated by spaces). Each
+//     opens a confirmation page that says what will happen (with the
+//     counts, or the limits in force, where the broker has them); only
+//     its button acts. Limits that are not whole numbers or out of
+//     fila's bounds are refused with 400 and a message saying which,
+//     on the confirmation page and on the POST, and change nothing; the
+//     page after the action says the limits now in force. Pause and
+//     resume show only where the driver can pause queues
+//     (backend.Marker), the limits and cancel forms only where it can
+//     list marks (backend.MarkLister).
 //
 // # Charts
 //
-// A sampler started by New reads every shown queue's stats each
+// The throughput and wait charts come from the broker, so they survive a
+// restart of the dashboard: every running worker.Worker writes, per queue
+// and minute, what its jobs did (worker.Throughput: acked, retried, dead,
+// a histogram of the waits of first attempts), kept 25 hours, and the
+// dashboard sums the records of every worker (worker.ThroughputList), per
+// minute over an hour, per ten minutes over a day. A dashboard started
+// after an hour of traffic shows that hour at once. Consumers that do not
+// run a Worker can write the same records (worker.ThroughputRecord). They
+// need marks the driver can list: on RabbitMQ the charts are n/a. The
+// sampler reads the last hour's records of each shown queue at each
+// interval; the day is read when a page asks for it.
+//
+// A sampler started by New also reads every shown queue's stats each
 // Options.SampleInterval (15s) and keeps Options.History (1h) of them in
 // memory: about 240 points per queue. Each p95 point covers the jobs that
 // ended in the four sampling intervals before it (a minute by default).
@@ -135,12 +165,12 @@
 // # Logging
 //
 // Actions taken are logged at Info on Options.Logger (queue, selection,
-// count, remote address, basic-auth user name), failed broker calls at
+// count or limits, remote address, basic-auth user name), failed broker calls at
 // Warn, refused requests at Debug. The sampler's failures follow Fila's
 // outage rule: a Warn when they start, Debug while they last with a Warn
 // reminder after 1, 2, 4… minutes, an Info when reading works again.
 //
-// # Pause, resume, cancel
+// # Pause, resume, limits, cancel
 //
 // A pause is stored in the broker: within twice the clients' control
 // interval (2s by default) no worker of any process receives the queue's
@@ -148,7 +178,14 @@
 // finish. A cancelled message that waits is dead-lettered with reason
 // fila.ReasonCancelled by the worker that next claims it; a running one's
 // handler sees its context cancelled and a retry dead-letters it. Replay
-// it from the dead letters to run it after all. A message id typed into
+// it from the dead letters to run it after all. Where the driver lists
+// messages, the page after a cancel says how many of the ids were waiting
+// and running and how many the queue does not hold (acked, dead-lettered,
+// mistyped); elsewhere it says the cancel is recorded. Limits are stored
+// in the broker too: every client of every process obeys them within a
+// few seconds, and a lower concurrency limit applies as the running
+// messages settle. The held count is the concurrency slots the clients
+// hold now. A message id typed into
 // the cancel form is untrusted like every other value: it is escaped
 // wherever it is shown, and the cancel is logged with it.
 package ui

@@ -135,6 +135,14 @@ func (h *Handler) sample(ctx context.Context) error {
 			s.p95 = topKinds(h.o.RunTimes.RunTimeP95(q, now.Add(-h.runWindow()), now), maxKindsPerSample)
 		}
 		h.hist.add(q, s, h.history)
+		if h.canCancel { // the driver lists marks: the workers' records
+			tctx, cancel := context.WithTimeout(ctx, timeout)
+			err := h.sampleThroughput(tctx, q, now)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				errs = append(errs, fmt.Errorf("queue %q: %w", q, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -258,6 +259,7 @@ type messageView struct {
 	DueRel      string
 	DedupKey    string
 	LastError   string
+	Errors      []errorRow // the errors before LastError, oldest first
 	Headers     []header
 	Body        string
 	BodyInfo    string
@@ -270,6 +272,27 @@ type messageView struct {
 	// NA: the driver cannot list messages; Why says so.
 	NA  bool
 	Why string
+}
+
+// errorRow is one earlier error of a message or dead letter, as its page
+// shows it (the template escapes the reason).
+type errorRow struct {
+	Attempt string
+	At      string
+	Reason  string
+}
+
+// errorRows are the rows of errs, oldest first; "-" for an unknown
+// attempt or time (a reason stored before histories existed).
+func errorRows(errs []fila.AttemptError) []errorRow {
+	rows := make([]errorRow, len(errs))
+	for i, e := range errs {
+		rows[i] = errorRow{Attempt: "-", At: fmtTime(e.At), Reason: e.Reason}
+		if e.Attempt > 0 {
+			rows[i].Attempt = strconv.Itoa(e.Attempt)
+		}
+	}
+	return rows
 }
 
 // findMessage reads queue's pending message id alone, whatever its state.
@@ -315,6 +338,9 @@ func (h *Handler) messagePage(w http.ResponseWriter, r *http.Request) {
 		Level: m.Priority, Attempts: m.Attempts, MaxAttempts: m.MaxAttempts, Enqueued: fmtTime(m.EnqueuedAt),
 		DueLabel: dueLabel(m.State), Due: fmtTime(m.Due), DueRel: fmtRel(m.Due, now), DedupKey: m.DedupKey,
 		LastError: m.LastError, RawURL: h.messageURL(q, m.ID) + "/body", ListURL: h.messagesURL(q, m.State, "")}
+	if len(m.Errors) > 1 {
+		v.Errors = errorRows(m.Errors[:len(m.Errors)-1]) // the last is LastError
+	}
 	for k, val := range m.Headers {
 		v.Headers = append(v.Headers, header{k, val})
 	}

@@ -187,11 +187,15 @@ func (h *Handler) statsView(queue string, st fila.Stats, err error, now time.Tim
 	return v
 }
 
-// charts makes the three charts of a queue from the sampler's history.
-func (h *Handler) charts(queue string, now time.Time) []chartView {
+// charts makes the charts of a queue: the throughput and wait charts over
+// span from the workers' records in the broker, then the three from the
+// sampler's history. While the broker does not answer (up false) only
+// what the sampler read before is shown.
+func (h *Handler) charts(ctx context.Context, queue string, now time.Time, span time.Duration, up bool) []chartView {
 	ss := h.hist.get(queue)
 	f := chartFrame{now: now, span: h.history, maxGap: h.interval*5/2 + time.Second}
-	return []chartView{f.ageChart(ss, h.driver), f.deadChart(ss, h.driver), f.runChart(ss, h.o.RunTimes != nil)}
+	return append(h.throughputCharts(ctx, queue, span, now, up),
+		f.ageChart(ss, h.driver), f.deadChart(ss, h.driver), f.runChart(ss, h.o.RunTimes != nil))
 }
 
 // queueCard is one queue on the overview.
@@ -262,7 +266,8 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 			if down == nil {
 				st, err = h.c.QueueStats(ctx, q)
 			}
-			v.Queues[i] = queueCard{Name: q, URL: h.queueURL(q), Stats: h.statsView(q, st, err, now), Charts: h.charts(q, now)}
+			v.Queues[i] = queueCard{Name: q, URL: h.queueURL(q), Stats: h.statsView(q, st, err, now),
+				Charts: h.charts(ctx, q, now, spanHour, down == nil)}
 			if down == nil {
 				v.Queues[i].Paused, _ = h.paused(ctx, q)
 			}
@@ -306,9 +311,11 @@ func (h *Handler) refreshMS() int64 {
 
 // queueView is the queue page.
 type queueView struct {
-	Name         string
-	Stats        statsView
-	Charts       []chartView
+	Name   string
+	Stats  statsView
+	Charts []chartView
+	// Spans are the links to the throughput charts' spans.
+	Spans        []spanLink
 	DeadURL      string
 	ReplayAllURL string
 	PurgeAllURL  string
@@ -338,6 +345,9 @@ type queueView struct {
 	MessageLinks []messageTab
 	MessagesNA   bool
 	MessagesWhy  string
+	// Limits are the queue's flow control limits and the form that sets
+	// them (limits.go).
+	Limits limitsView
 }
 
 // scheduleRow is a periodic job's record, with its last and next tick.
@@ -420,8 +430,17 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		h.log.Warn("fila ui: reading queue stats failed", "queue", q, "error", err)
 	}
 	now := time.Now()
-	v := queueView{Name: q, Stats: h.statsView(q, st, err, now), Charts: h.charts(q, now), DeadURL: h.deadURL(q, "", "")}
+	span := spanHour
+	if r.URL.Query().Get("span") == "day" {
+		span = spanDay
+	}
+	v := queueView{Name: q, Stats: h.statsView(q, st, err, now), Charts: h.charts(ctx, q, now, span, true), DeadURL: h.deadURL(q, "", "")}
+	v.Spans = []spanLink{
+		{Label: "last hour", URL: h.queueURL(q), Current: span == spanHour},
+		{Label: "last day", URL: h.queueURL(q) + "?span=day", Current: span == spanDay},
+	}
 	v.Paused, v.PauseKnown = h.paused(ctx, q)
+	v.Limits = h.limitsView(ctx, q)
 	h.workers(ctx, q, &v, now)
 	v.MessagesURL = h.messagesURL(q, "", "")
 	if h.canList {
@@ -448,14 +467,47 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "queue", pg)
 }
 
+// spanLink is a link to a span of the queue page's throughput charts.
+type spanLink struct {
+	Label, URL string
+	Current    bool
+}
+
+// cancelFlash says what a cancel of n ids found: w waiting and r running
+// messages, when the driver could look them up (only those counts are
+// read from the query).
+func cancelFlash(q url.Values, n int) string {
+	w, errW := strconv.Atoi(q.Get("w"))
+	r, errR := strconv.Atoi(q.Get("r"))
+	if errW != nil || errR != nil || w < 0 || r < 0 || w+r > n {
+		// The driver cannot list messages (or the lookup failed): say
+		// what the cancel does, not that it found anything.
+		return fmt.Sprintf("Cancel recorded for %d id(s). If the queue holds such a message, a waiting one is dead-lettered with reason %q instead of run and a running one's handler is told; an id it does not hold (acked already, or mistyped) changes nothing.", n, fila.ReasonCancelled)
+	}
+	var parts []string
+	if w > 0 {
+		parts = append(parts, fmt.Sprintf("%d waiting message(s) will be dead-lettered with reason %q instead of run", w, fila.ReasonCancelled))
+	}
+	if r > 0 {
+		parts = append(parts, fmt.Sprintf("%d running message(s) had their handler told to stop; a retry dead-letters them", r))
+	}
+	if miss := n - w - r; miss > 0 {
+		parts = append(parts, fmt.Sprintf("%d id(s) are not pending in this queue (acked, dead-lettered already, or mistyped): nothing was there to cancel, and the cancel is kept %d days in case such a message arrives", miss, int(fila.CancelHold.Hours()/24)))
+	}
+	return "Cancelled: " + strings.Join(parts, "; ") + "."
+}
+
 // doneFlash is the message of an action that redirected here with
-// done=OP&n=N; only those two known values are read, never text.
+// done=OP&n=N (and the numbers of limitsDone); only those known values are
+// read, never text.
 func doneFlash(q url.Values) string {
 	switch q.Get("done") {
 	case opPause:
 		return "Paused the queue: within a few seconds no worker receives its messages."
 	case opResume:
 		return "Resumed the queue: workers receive its messages again."
+	case opLimits:
+		return limitsFlash(q)
 	}
 	n, err := strconv.Atoi(q.Get("n"))
 	if err != nil || n < 0 {
@@ -474,10 +526,7 @@ func doneFlash(q url.Values) string {
 		}
 		return fmt.Sprintf("Purged %d dead letter(s).", n)
 	case opCancel:
-		// The broker is not asked whether it holds the ids (a cancel is
-		// a mark, set whether or not the queue holds the message): say
-		// what the cancel does, not that it found anything.
-		return fmt.Sprintf("Cancel recorded for %d id(s). If the queue holds such a message, a waiting one is dead-lettered with reason %q instead of run and a running one's handler is told; an id it does not hold (acked already, or mistyped) changes nothing.", n, fila.ReasonCancelled)
+		return cancelFlash(q, n)
 	}
 	return ""
 }
@@ -579,6 +628,7 @@ type letterView struct {
 	DeadAt      string
 	DedupKey    string
 	Reason      string
+	Errors      []errorRow // the errors before Reason, oldest first
 	Headers     []header
 	Body        string
 	BodyInfo    string
@@ -623,7 +673,7 @@ func (h *Handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 	}
 	v := letterView{ID: l.ID, Queue: q, Kind: l.Kind, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts,
 		Enqueued: fmtTime(l.EnqueuedAt), DeadAt: fmtTime(l.DeadAt), DedupKey: l.DedupKey, Reason: l.Reason,
-		RawURL: h.letterURL(q, l.ID) + "/body", ListURL: h.deadURL(q, "", "")}
+		Errors: errorRows(l.Errors), RawURL: h.letterURL(q, l.ID) + "/body", ListURL: h.deadURL(q, "", "")}
 	for k, val := range l.Headers {
 		v.Headers = append(v.Headers, header{k, val})
 	}

@@ -44,7 +44,8 @@ type Options struct {
 	Prefix string
 
 	// ReadOnly hides every action (replay, purge, delete, pause, resume,
-	// cancel) and refuses them with 403 Forbidden, whatever the request.
+	// cancel, limits) and refuses them with 403 Forbidden, whatever the
+	// request.
 	ReadOnly bool
 
 	// Token, when set, lets in requests carrying "Authorization: Bearer
@@ -119,6 +120,7 @@ type Handler struct {
 	cop      *http.CrossOriginProtection
 	guard    guard // wrong credentials per address
 	hist     *history
+	tp       throughputCache
 	interval time.Duration
 	history  time.Duration
 	refresh  time.Duration
@@ -258,6 +260,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /queues/{queue}/pause", h.action(opPause))
 	m.HandleFunc("POST /queues/{queue}/resume", h.action(opResume))
 	m.HandleFunc("POST /queues/{queue}/cancel", h.action(opCancel))
+	m.HandleFunc("POST /queues/{queue}/limits", h.action(opLimits))
 	m.HandleFunc("GET /static/{file}", h.staticFile)
 	m.HandleFunc("GET /login", h.login)
 	m.HandleFunc("POST /login", h.login)

@@ -597,11 +597,15 @@ func TestMessageCancel(t *testing.T) {
 
 		r := cli(t, "", "--url", url, "message", "cancel", "-q", q, ids[0], ids[2])
 		skipUnsupported(t, r, b, func() error { return c.MessageCancel(ctx, q, ids[0]) })
-		if r.code != 0 || r.stdout != fmt.Sprintf("cancelled 2 message(s) of queue %q\n", q) {
+		if r.code != 0 || r.stdout != fmt.Sprintf("cancelled 2 waiting and 0 running message(s) of queue %q\n", q) {
 			t.Fatalf("message cancel: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
-		// An unknown id is not an error.
-		ok(t, "", "--url", url, "message", "cancel", "--queue", q, "0190aaaa-0000-7000-8000-000000000000")
+		// An unknown id is not an error, and the output says it was not there.
+		unknown := "0190aaaa-0000-7000-8000-000000000000"
+		r = cli(t, "", "--url", url, "message", "cancel", "--queue", q, unknown)
+		if r.code != 0 || r.stdout != fmt.Sprintf("cancelled 0 waiting and 0 running message(s) of queue %q\nnot pending (acked, dead-lettered already, or mistyped; the cancel is kept 90 days in case it arrives): %s\n", q, unknown) {
+			t.Errorf("cancelling an unknown id: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
 
 		// Receiving dead-letters the cancelled ones and hands out the other.
 		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
