@@ -41,6 +41,13 @@
 // reason "max attempts exceeded" instead of being handed out, so a poison
 // message that kills its consumer every time ends in the dead letters.
 //
+// A message keeps the history of its latest errors: each Retry's reason,
+// with the attempt and the time, goes to Delivery.Errors of its later
+// deliveries (LastError is the latest reason), and a dead letter has, beside
+// its Reason, the errors before it (DeadLetter.Errors); a dead letter of max
+// attempts thus shows why its attempts failed. The client keeps the
+// history in the reason it gives the driver, so every driver has it.
+//
 // A lease ends at its deadline. Ack, Retry, Dead and Extend with a receipt
 // that is no longer current — its deadline has passed (whether or not
 // someone took the message since), someone else holds the message, or it
@@ -74,6 +81,9 @@
 //	lease             1ms to 7 days (MinLease, MaxLease)
 //	receive           up to 1,000 messages a call (MaxReceive)
 //	reason            16 KiB; longer reasons are cut, not refused (MaxReasonBytes)
+//	error history     the latest 5 errors (MaxErrorHistory), the earlier ones' reasons
+//	                  cut to 1 KiB (MaxEarlierReasonBytes); at most 20,684 bytes
+//	                  stored (MaxErrorHistoryBytes)
 //
 // conformance.Run checks each limit at the limit and one past it on every
 // driver.
@@ -82,7 +92,8 @@
 //
 // A driver registers a URL scheme when its package is imported:
 // github.com/fila-go/fila/memory (mem://), .../postgres (postgres://),
-// .../redis (redis://), .../rabbitmq (amqp://) and .../mongo (mongodb://).
+// .../mysql (mysql://, MySQL and MariaDB), .../redis (redis://),
+// .../rabbitmq (amqp://) and .../mongo (mongodb://).
 // Each driver package follows one convention, like database/sql's: its
 // Open(ctx, *url.URL, backend.OpenOptions) (backend.Driver, error) is the
 // backend.Opener it registers, and its New builds a *Driver from Go values
@@ -134,6 +145,41 @@
 // them, so it pauses and holds unique periods but does not cancel (it has
 // no dedup keys either, so UniqueFor is refused there too). Periodic jobs,
 // in package worker, use marks as well.
+//
+// # Flow control: concurrency and rate limits
+//
+// QueueLimitsSet bounds a queue's work across every client of the broker,
+// in every process: at most Concurrency of its messages leased at once,
+// at most Rate handed out per Per with bursts of Burst. The limits are a
+// mark, read with the pause and cancel marks once per control interval;
+// the client that sets them applies them at once, the others within an
+// interval and one read. A Receive that would pass a limit hands out what
+// fits and waits for room; the worker's fetch loop goes through Receive,
+// so a Worker obeys them with no change. Clients enforce them with marks
+// too:
+//
+//   - a concurrency slot is a mark held from the claim to the settlement
+//     (or, after a crash, until shortly after the lease would have ended);
+//     a client keeps freed slots for its next Receive, for a control
+//     interval at most, while fewer than half are taken;
+//   - the rate is a generic cell rate algorithm over chunk marks: any
+//     window of length W holds at most W·Rate/Per + Burst deliveries.
+//
+// Lowering the concurrency limit applies as the messages running settle.
+// A handler that outlives its lease may run beside the next holder of its
+// message, as always; its slot may then be counted for only one of them.
+// The rate assumes the clients' clocks agree to well within Per/Rate.
+// Under a rate limit, or a concurrency limit half taken or more,
+// AckReceive only acks (waiting for room is Receive's); far below a
+// concurrency limit, the acked deliveries' slots pass to the messages it
+// claims, so the ack and the claim stay one round trip. Drivers that cannot
+// list marks (RabbitMQ) return ErrUnsupported.
+//
+// QueueLimitsUsage reports the slots held, by every client; QueueThrottled
+// reports, with no round trip, how often and how long this client's calls
+// waited for room, to export as a metric (package filaotel's Observer
+// does: fila.queue.concurrency.limit and .held, fila.receive.throttled and
+// fila.receive.throttled.wait).
 //
 // # Fan-out: topics and subscriptions
 //

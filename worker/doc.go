@@ -196,8 +196,8 @@
 // when Run returns, and expiring three intervals after its last renewal
 // when the process died. [PresenceList] reads a queue's records, for every
 // client of the broker; the dashboard's queue page and `fila queue workers` show
-// them. It needs marks the driver can list (PostgreSQL, Redis, MongoDB,
-// memory): RabbitMQ names its mark queues by hash and cannot list them, so
+// them. It needs marks the driver can list (PostgreSQL, MySQL, Redis,
+// MongoDB, memory): RabbitMQ names its mark queues by hash and cannot list them, so
 // there the worker records nothing and PresenceList returns an error
 // matching fila.ErrUnsupported. A record costs one mark write per queue per
 // interval.
@@ -209,4 +209,18 @@
 // schedule no process runs any more leaves the list three intervals later. Records are marks anyone with access to the broker can write:
 // PresenceList replaces control characters, and displays must still treat
 // the host as untrusted text.
+//
+// # Throughput
+//
+// Each running Worker also sums, per queue and per minute of the wall
+// clock, the jobs that were acked, retried and dead-lettered and the wait
+// of first attempts (from EnqueuedAt to the handler's start, as a
+// histogram with 19% resolution), and writes one record per minute in which
+// a job ended: after the minute is over, at the next presence renewal, and
+// for the last minute when Run returns (a process killed without a
+// shutdown loses its current minute). Records live [ThroughputKeep] (25h)
+// in the broker; [ThroughputList] sums them over the worker runs, so the
+// dashboard's throughput and wait charts show the past hour or day however
+// recently it started. Idle minutes cost nothing; a busy one costs one
+// mark write per queue and process. It needs what presence needs.
 package worker

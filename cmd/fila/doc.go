@@ -33,6 +33,8 @@
 //	fila queue resume QUEUE
 //	fila queue delete QUEUE [--force] [--yes]
 //	fila queue workers QUEUE [--json]
+//	fila queue limits QUEUE [--json]     concurrency and rate limits, slots held
+//	fila queue limits QUEUE [--concurrency N] [--rate N] [--per D] [--burst N] | --none
 //	fila message list -q QUEUE --state ready|delayed|leased [--limit N] [--cursor C] [--json]
 //	fila message show -q QUEUE ID [--json | --raw]
 //	fila message cancel -q QUEUE ID...
@@ -111,14 +113,28 @@
 // per queue (null when the driver cannot pause queues); fila queue list
 // --json adds the list of paused queues.
 //
+// fila queue limits shows a queue's flow control limits
+// (fila.Client.QueueLimitsUsage) and the concurrency slots held now (one
+// per message leased under the limit, and those clients keep for reuse);
+// with --concurrency, --rate, --per or
+// --burst it sets them (fila.Client.QueueLimitsSet), keeping the values of
+// the flags not given (--concurrency 0 and --rate 0 remove one limit,
+// --none every limit), and prints what is now in force. The limits are a
+// mark stored in the broker: every client of every process obeys them
+// within its control interval (1s by default); lowering the concurrency
+// limit applies as the running messages settle. Invalid values exit 2 and
+// change nothing; drivers that cannot list marks (RabbitMQ) exit 4.
+//
 // fila message list lists a queue's pending messages in one state
 // (fila.Client.MessageList): ready, delayed, or leased (the jobs running
 // now; the DUE column is their lease deadline and ATTEMPTS counts the
 // running one), a page of --limit at a time, without their bodies. Its
 // cursors are bound to the queue and --state as fila dead list's are to the
 // queue and --kind. fila message show finds one message by id whatever its
-// state and prints it with its headers, last error and body (or --json,
-// or the body's bytes with --raw). Listing claims nothing and changes
+// state and prints it with its headers, last error, earlier errors (attempt,
+// time and first line of each; the whole history is "errors" in --json) and
+// body (or --json, or the body's bytes with --raw); fila dead show prints a
+// dead letter's earlier errors under its reason the same way. Listing claims nothing and changes
 // nothing. Control characters in what a message holds (kind, headers,
 // last error, body) print escaped as Go escapes them (, ), so
 // a message cannot move the cursor or retitle the terminal; --json and
@@ -131,8 +147,10 @@
 // first worker that claims it, instead of run; a running one's worker
 // cancels its handler's context within the control interval, and its
 // retry dead-letters it. Replay it from the dead letters to run it after
-// all. An unknown id is not an error. It needs a driver that can list
-// marks (backend.MarkLister).
+// all. It prints how many of the ids were waiting and running, and names
+// those the queue does not hold (acked, dead-lettered, mistyped), where the
+// driver can list messages; an unknown id is not an error. It needs a
+// driver that can list marks (backend.MarkLister).
 //
 // fila topic manages fan-out (fila.Client.TopicSubscribe and the rest): a
 // topic's subscriptions are queues, each of which gets its own copy of
@@ -179,7 +197,7 @@
 //	3  the broker cannot be reached (open or ping failed, or timed out)
 //	4  the broker's driver lacks the capability (stats, dead-letter
 //	   management, dedup keys, queue listing or deletion, pausing queues,
-//	   cancelling or listing messages, migrating delayed messages or dead letters,
+//	   queue limits, cancelling or listing messages, migrating delayed messages or dead letters,
 //	   topics or listing a topic's subscriptions);
 //	   the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id
