@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/memory"
 )
 
@@ -150,5 +153,89 @@ func TestThrottledRate(t *testing.T) {
 	}
 	if th := c.QueueThrottled("other"); th != (fila.Throttled{}) {
 		t.Errorf("a queue never received from: %+v; want none", th)
+	}
+}
+
+// countedMarks counts the marks set under a prefix.
+type countedMarks struct {
+	backend.Driver
+	marks interface {
+		backend.Marker
+		backend.MarkLister
+	}
+	prefix string
+	sets   *atomic.Int64
+}
+
+func (d countedMarks) MarkSet(ctx context.Context, queue, name string, until time.Time, onlyNew bool) (bool, error) {
+	if strings.HasPrefix(name, d.prefix) {
+		d.sets.Add(1)
+	}
+	return d.marks.MarkSet(ctx, queue, name, until, onlyNew)
+}
+
+func (d countedMarks) MarkDelete(ctx context.Context, queue, name string) error {
+	return d.marks.MarkDelete(ctx, queue, name)
+}
+
+func (d countedMarks) MarkGet(ctx context.Context, queue, name string) (bool, error) {
+	return d.marks.MarkGet(ctx, queue, name)
+}
+
+func (d countedMarks) MarkList(ctx context.Context, queue, prefix string) ([]string, error) {
+	return d.marks.MarkList(ctx, queue, prefix)
+}
+
+// TestRateChunksNewestFirst: under a rate limit far above the load, whose
+// chunks hold many deliveries (100,000/s, burst 10,000: 1,000 a chunk, each
+// usable for 100 ms from its start), a consumer claims about one chunk per
+// 1,000 deliveries or per 100 ms, whichever comes first. It claimed the
+// oldest usable chunk, which had 10 ms left, so it claimed one every 10 ms:
+// the round trips that made a limit far above the load cost a tenth of a
+// PostgreSQL worker's throughput.
+func TestRateChunksNewestFirst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mem := memory.NewBroker(memory.BrokerOptions{}).Open()
+	var sets atomic.Int64
+	c, err := fila.New(countedMarks{Driver: mem, marks: mem, prefix: "flow/rate/", sets: &sets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.QueueLimitsSet(ctx, "q", fila.QueueLimits{Rate: fila.MaxRateLimit, Burst: fila.MaxRateBurst}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5_000
+	msgs := make([]fila.Message, 1000)
+	for i := range msgs {
+		msgs[i] = fila.Message{Kind: "k"}
+	}
+	for range n / len(msgs) {
+		if _, err := c.EnqueueBatch(ctx, "q", msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for got := 0; got < n; {
+		ds, err := c.Receive(ctx, "q", fila.ReceiveParams{Max: 10})
+		if err != nil {
+			t.Fatalf("Receive after %d: %v", got, err)
+		}
+		if errs := c.AckBatch(ctx, ds); errs != nil {
+			t.Fatal(errs)
+		}
+		got += len(ds)
+	}
+	elapsed := time.Since(start)
+	// A chunk a 1,000 deliveries, one more each time the current one is
+	// no longer usable (at most every 100 ms, say every 50 ms), and two
+	// for a chunk found taken or cut short at the start.
+	bound := n/1000 + 2 + int64(elapsed/(50*time.Millisecond))
+	if got := sets.Load(); got > bound {
+		t.Errorf("%d rate chunks claimed for %d deliveries in %v; want at most %d (one per 1,000 deliveries or per 50-100 ms)",
+			got, n, elapsed, bound)
+	} else {
+		t.Logf("%d rate chunks claimed for %d deliveries in %v (bound %d)", got, n, elapsed, bound)
 	}
 }

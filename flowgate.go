@@ -391,6 +391,13 @@ func (c *Client) flowTokens(ctx context.Context, queue string, qc *queueControl,
 			draw(fs.cur, n)
 		}
 		hint := max(fs.last+1, first)
+		if g > 1 {
+			// A chunk may be drawn on for burst chunks from its start, so
+			// the oldest usable one may have a tenth of that left: a chunk
+			// of many deliveries is claimed newest first, to be drawn on
+			// longest.
+			hint = max(hint, last)
+		}
 		fs.mu.Unlock()
 		if len(got) >= want {
 			return got, nil
@@ -429,8 +436,11 @@ func (c *Client) flowTokens(ctx context.Context, queue string, qc *queueControl,
 				taken[k] = true
 			}
 		}
-		k := first
-		for ; k <= last; k++ {
+		for i := range last - first + 1 {
+			k := first + i
+			if g > 1 {
+				k = last - i // newest first, as the hint
+			}
 			if taken[k] {
 				continue
 			}
@@ -452,7 +462,7 @@ func (c *Client) flowTokens(ctx context.Context, queue string, qc *queueControl,
 		// trip takes longer than a chunk.
 		chunks := min(int64((want-len(got)+g-1)/g), burst)
 		var reserved []int64
-		for tries := int64(0); int64(len(reserved)) < chunks && tries < 2*chunks; k++ {
+		for k, tries := last+1, int64(0); int64(len(reserved)) < chunks && tries < 2*chunks; k++ {
 			if taken[k] {
 				continue
 			}
