@@ -7,6 +7,7 @@
 //	go run . --broker all --scenario all                 # quick preset, ~15 min
 //	go run . --preset full --broker postgres --scenario burn-down
 //	go run . --scenario pgque --pgque-sql ~/pgque/sql/pgque.sql  # Fila against PgQue, ~5 min
+//	go run . --broker postgres,redis,mysql --scenario scaling --systems fila,fila-log  # backlog 1k against 1M
 //
 // See BENCHMARKS.md at the repository root for the scenarios, the exact
 // commands and the latest figures.
@@ -60,6 +61,8 @@ type config struct {
 
 	topicSus topicSusSettings // scenario topic-sustained
 
+	scaling scalingSettings // scenario scaling
+
 	pgURL, redisURL, amqpURL, mongoURL, mysqlURL string
 	cpuProfile                                   string
 }
@@ -72,7 +75,14 @@ var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustain
 // makes its own databases, so --broker does not apply to it. So does
 // topic-sustained (topicsustained.go): Fila's PostgreSQL log mode, one
 // topic with a stalled subscription, for half an hour.
-var optionalScenarios = []string{"pgque", "topic-sustained"}
+// scaling (scaling.go) measures Fila's drain at a backlog of 1,000 and of
+// 1,000,000 on each broker: preloading a million messages per system takes
+// minutes, longer than the whole quick preset's share of a broker.
+var optionalScenarios = []string{"pgque", "topic-sustained", "scaling"}
+
+// standaloneScenarios connect no broker of --broker: they make their own
+// databases.
+var standaloneScenarios = []string{"pgque", "topic-sustained"}
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -122,7 +132,8 @@ func parseFlags(args []string) (config, error) {
 	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, mysql (MySQL or MariaDB), all, or a comma-separated list")
 	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, fanout, routing, priority, all, or a comma-separated list; "+
 		"also pgque (not in all): Fila's PostgreSQL log and skip-locked modes against PgQue, see the --pgque flags; "+
-		"and topic-sustained (not in all): Fila's PostgreSQL log mode, a topic with 5 subscriptions of which one stops consuming, see the --topic-sus flags")
+		"and topic-sustained (not in all): Fila's PostgreSQL log mode, a topic with 5 subscriptions of which one stops consuming, see the --topic-sus flags; "+
+		"and scaling (not in all): Fila's drain and single-Enqueue time at a small and a large backlog, see the --scaling flags")
 	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all. "+
 		"The word fila-log adds Fila's PostgreSQL log storage mode (fila_mode=log) as its own system, which runs only when named")
 	preset := fs.String("preset", "quick", "quick (all brokers in ~15 min) or full (the sizes of issue 11)")
@@ -172,6 +183,18 @@ func parseFlags(args []string) (config, error) {
 		"(default 10m; a third of --topic-sus-duration when that is under 30m)")
 	fs.DurationVar(&cfg.topicSus.interval, "topic-sus-interval", 30*time.Second, "topic-sustained: sampling interval")
 	fs.DurationVar(&cfg.topicSus.rotate, "topic-sus-rotate", 0, "topic-sustained: fila_rotate_interval of the log mode (default: the driver's, 1m)")
+	fs.IntVar(&cfg.scaling.small, "scaling-small", 1000, "scaling: the small backlog")
+	fs.IntVar(&cfg.scaling.large, "scaling-large", 1_000_000, "scaling: the large backlog (not RabbitMQ)")
+	fs.IntVar(&cfg.scaling.largeRabbit, "scaling-large-rabbitmq", 100_000, "scaling: the large backlog on RabbitMQ "+
+		"(a quorum queue of a million messages may raise the shared server's memory alarm)")
+	fs.IntVar(&cfg.scaling.conc, "scaling-concurrency", 100, "scaling: the consumer's concurrency")
+	fs.DurationVar(&cfg.scaling.warm, "scaling-warmup", 5*time.Second, "scaling: warm-up after the consumer starts, not measured")
+	fs.DurationVar(&cfg.scaling.window, "scaling-window", 15*time.Second, "scaling: the measured window")
+	fs.Float64Var(&cfg.scaling.rate, "scaling-rate", 200, "scaling: offered rate (calls/s) of the single-Enqueue probe during the window")
+	fs.IntVar(&cfg.scaling.runs, "scaling-runs", 1, "scaling: measurements of each system and backlog (small then large, per run)")
+	fs.BoolVar(&cfg.scaling.vacuum, "scaling-vacuum", true, "scaling: on PostgreSQL, VACUUM (ANALYZE) Fila's tables before each preload "+
+		"(the dead tuples of earlier runs) and after it (standing in for the autovacuum the servers here have off); "+
+		"on MySQL/MariaDB, wait before and after each preload until InnoDB's history list is empty (at most 2m)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to the file (combine with --systems fila)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -229,6 +252,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if t := cfg.topicSus; t.rate <= 0 || t.dur <= 0 || t.interval <= 0 || t.stallAfter <= 0 || t.rotate < 0 {
 		return cfg, fmt.Errorf("bad --topic-sus-* setting: the rate, duration, interval and stall time must be positive, the rotation interval not negative")
+	}
+	if sc := cfg.scaling; sc.small < 1 || sc.large < 1 || sc.largeRabbit < 1 || sc.conc < 1 || sc.warm < 0 || sc.window <= 0 || sc.rate <= 0 || sc.runs < 1 {
+		return cfg, fmt.Errorf("bad --scaling-* setting: backlogs, concurrency, window, rate and runs must be positive, the warm-up not negative")
 	}
 	if cfg.rates, err = parseRates(*rates); err != nil {
 		return cfg, err

@@ -119,6 +119,9 @@ func (r *report) markdown(cfg config) string {
 	if r.topicSus != nil {
 		b.WriteString(topicSustainedMarkdown(r.topicSus))
 	}
+	if len(r.scaling) > 0 || len(r.scalingNotes) > 0 {
+		b.WriteString(scalingMarkdown(r.scaling, r.scalingNotes, cfg.scaling))
+	}
 	if len(r.fanPub) > 0 || len(r.fanDrain) > 0 {
 		b.WriteString(fanoutMarkdown(r.fanPub, r.fanDrain, cfg))
 	}

@@ -18,9 +18,13 @@ type report struct {
 	pgque      []result
 	pgqueNotes []string
 	topicSus   *topicSusRun // scenario topic-sustained
-	started    time.Time
-	delay      time.Duration // the delay scenario's Delay, for its row names
-	took       time.Duration
+	// scaling: the scaling scenario's measurements, and its notes (brokers
+	// skipped).
+	scaling      []scalingCase
+	scalingNotes []string
+	started      time.Time
+	delay        time.Duration // the delay scenario's Delay, for its row names
+	took         time.Duration
 }
 
 // run measures every selected scenario on every selected broker, closing
@@ -42,7 +46,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		}
 	}
 	// The brokers run the other scenarios; with none, none is connected.
-	others := slices.ContainsFunc(cfg.scenarios, func(s string) bool { return !slices.Contains(optionalScenarios, s) })
+	others := slices.ContainsFunc(cfg.scenarios, func(s string) bool { return !slices.Contains(standaloneScenarios, s) })
 	for _, b := range cfg.brokers {
 		if ctx.Err() != nil || !others {
 			break
@@ -56,6 +60,13 @@ func run(ctx context.Context, cfg config) (*report, error) {
 }
 
 func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err error) {
+	if why := scalingSkip[broker]; why != "" && cfg.wants("scaling") {
+		rep.scalingNotes = append(rep.scalingNotes, why)
+		logf("%s", why)
+		if !slices.ContainsFunc(cfg.scenarios, func(s string) bool { return s != "scaling" && !slices.Contains(standaloneScenarios, s) }) {
+			return nil
+		}
+	}
 	progress.set(broker + ": connecting")
 	var systems []System
 	var closeEnv func()
@@ -240,6 +251,31 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 			record(stamped(broker+" "+s.Name()+" routing", func() ([]result, error) {
 				return routingScenario(ctx, broker, s, cfg.enqueueDur)
 			}))
+		}
+	}
+	if cfg.wants("scaling") && scalingSkip[broker] == "" {
+		var fila []System
+		for _, s := range systems {
+			if _, ok := s.(*filaSystem); ok {
+				fila = append(fila, s)
+			}
+		}
+		var settle func(context.Context, System) error
+		if pg != nil && cfg.scaling.vacuum {
+			settle = func(ctx context.Context, s System) error { return pg.analyzeTables(ctx, s.(*filaSystem).pgTables()) }
+		}
+		if my != nil && cfg.scaling.vacuum {
+			settle = func(ctx context.Context, _ System) error { return my.waitPurge(ctx, 1, 2*time.Minute) }
+		}
+		if broker == "rabbitmq" && cfg.scaling.largeRabbit != cfg.scaling.large {
+			rep.scalingNotes = append(rep.scalingNotes, fmt.Sprintf("RabbitMQ: the large backlog is %s (--scaling-large-rabbitmq), not %s: "+
+				"a quorum queue of a million messages may raise the shared server's memory alarm", commas(int64(cfg.scaling.largeRabbit)), commas(int64(cfg.scaling.large))))
+		}
+		cases, serr := scalingScenario(ctx, broker, fila, cfg.scaling, settle)
+		rep.scaling = append(rep.scaling, cases...)
+		if serr != nil {
+			logf("%s: %v", broker, serr)
+			errs = append(errs, serr)
 		}
 	}
 	if broker == "postgres" && cfg.wants("sustained") {
