@@ -299,8 +299,11 @@ func browse(t *testing.T, b broker, c *fila.Client) {
 	reason := "smtp: 550 mailbox unavailable\n\ngoroutine 7 [running]:\nmain.send()\n\t/app/send.go:42 +0x1d"
 	letter := kill(t, c, q, reason, fila.Message{Kind: "email.welcome", Body: []byte(`{"user_id":2}`)})[0]
 	xssKind, xssReason, xssBody := "k"+imgPayload, "failed: "+scriptPayload+"\n"+imgPayload, scriptPayload+imgPayload
-	xss := kill(t, c, q, xssReason, fila.Message{Kind: xssKind, Body: []byte(xssBody),
-		Headers: map[string]string{"h" + imgPayload: scriptPayload}})[0]
+	// The payload letter failed once before, with markup in that reason too:
+	// its page shows it in the earlier errors' table.
+	xssEarlier := "retried: " + imgPayload + "\n" + scriptPayload
+	xss := retryThenKill(t, c, q, xssEarlier, xssReason, fila.Message{Kind: xssKind, Body: []byte(xssBody),
+		Headers: map[string]string{"h" + imgPayload: scriptPayload}})
 
 	o := ui.Options{Refresh: -1}
 	if b.rabbit {
@@ -409,7 +412,8 @@ func browse(t *testing.T, b broker, c *fila.Client) {
 		bt.open(srv.URL + xpath)
 		bt.waitJS("the letter page", pageOf(xpath, "#body"))
 		for sel, want := range map[string]string{"#reason": xssReason, "#body": xssBody, "#letter-kind": xssKind,
-			"#headers th": "h" + imgPayload, "#headers td": scriptPayload} {
+			"#headers th": "h" + imgPayload, "#headers td": scriptPayload, "#earlier-errors td.reason": xssEarlier,
+			"#earlier-errors td.num": "1"} {
 			if got := bt.text(sel); got != want {
 				t.Errorf("%s: %s shows %q, want it literally: %q", csp, sel, got, want)
 			}

@@ -170,6 +170,38 @@ func kill(t testing.TB, c *fila.Client, queue, reason string, msgs ...fila.Messa
 	return ids
 }
 
+// retryThenKill enqueues m into queue, retries it once with reason
+// earlier and dead-letters it with reason, releasing the other messages it
+// receives meanwhile; it returns m's id.
+func retryThenKill(t testing.TB, c *fila.Client, queue, earlier, reason string, m fila.Message) string {
+	t.Helper()
+	id := enqueue(t, c, queue, m)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for retried := false; ; {
+		ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Lease: time.Minute})
+		if err != nil {
+			t.Fatalf("receiving the message to retry and dead-letter: %v", err)
+		}
+		for _, d := range ds {
+			switch {
+			case d.ID != id:
+				err = d.Release(ctx)
+			case !retried:
+				err, retried = d.Retry(ctx, 0, earlier), true
+			default:
+				if err := d.Dead(ctx, reason); err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func stats(t testing.TB, c *fila.Client, queue string) fila.Stats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
