@@ -392,10 +392,10 @@ func (c *Client) flowTokens(ctx context.Context, queue string, qc *queueControl,
 		}
 		hint := max(fs.last+1, first)
 		if g > 1 {
-			// A chunk may be drawn on for burst chunks from its start, so
-			// the oldest usable one may have a tenth of that left: a chunk
-			// of many deliveries is claimed newest first, to be drawn on
-			// longest.
+			// A chunk may be drawn on for burst chunks' time from its
+			// start, so the oldest usable one may have one chunk's time
+			// left: a chunk of many deliveries is claimed newest first,
+			// to be drawn on longest.
 			hint = max(hint, last)
 		}
 		fs.mu.Unlock()
