@@ -29,6 +29,10 @@ func main() {
 	conc := flag.Int("c", 1, "the worker's concurrency")
 	n := flag.Int("n", 3000, "messages preloaded and drained, a multiple of 100")
 	flag.Parse()
+	if *conc < 1 || *n < 100 || *n%100 != 0 {
+		fmt.Fprintln(os.Stderr, "burn: -c must be at least 1 and -n a positive multiple of 100")
+		os.Exit(2)
+	}
 	if err := run(*url, *conc, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "burn:", err)
 		os.Exit(1)
