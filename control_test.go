@@ -3,6 +3,8 @@ package fila_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,42 +109,51 @@ func TestControlRefreshDuringSettlements(t *testing.T) {
 	}
 }
 
-// slowMarks is a driver whose mark reads take delay each, as on a busy
-// server.
-type slowMarks struct {
+// probedMarks is a driver whose marks can be slowed down and counted: each
+// mark read takes readDelay, as on a busy server, and each mark set whose
+// name starts with setPrefix adds one to sets (when sets is not nil).
+type probedMarks struct {
 	backend.Driver
 	marks interface {
 		backend.Marker
 		backend.MarkLister
 	}
-	delay time.Duration
+	readDelay time.Duration
+	setPrefix string
+	sets      *atomic.Int64
 }
 
-func (d slowMarks) wait(ctx context.Context) error {
+func (d probedMarks) wait(ctx context.Context) error {
+	if d.readDelay <= 0 {
+		return nil
+	}
 	select {
-	case <-time.After(d.delay):
+	case <-time.After(d.readDelay):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-func (d slowMarks) MarkSet(ctx context.Context, queue, name string, until time.Time, onlyNew bool) (bool, error) {
+func (d probedMarks) MarkSet(ctx context.Context, queue, name string, until time.Time, onlyNew bool) (bool, error) {
+	if d.sets != nil && strings.HasPrefix(name, d.setPrefix) {
+		d.sets.Add(1)
+	}
 	return d.marks.MarkSet(ctx, queue, name, until, onlyNew)
 }
 
-func (d slowMarks) MarkDelete(ctx context.Context, queue, name string) error {
+func (d probedMarks) MarkDelete(ctx context.Context, queue, name string) error {
 	return d.marks.MarkDelete(ctx, queue, name)
 }
 
-func (d slowMarks) MarkGet(ctx context.Context, queue, name string) (bool, error) {
+func (d probedMarks) MarkGet(ctx context.Context, queue, name string) (bool, error) {
 	if err := d.wait(ctx); err != nil {
 		return false, err
 	}
 	return d.marks.MarkGet(ctx, queue, name)
 }
 
-func (d slowMarks) MarkList(ctx context.Context, queue, prefix string) ([]string, error) {
+func (d probedMarks) MarkList(ctx context.Context, queue, prefix string) ([]string, error) {
 	if err := d.wait(ctx); err != nil {
 		return nil, err
 	}
@@ -156,7 +167,7 @@ func (d slowMarks) MarkList(ctx context.Context, queue, prefix string) ([]string
 // call's context).
 func TestReceiveShortContextsSlowMarks(t *testing.T) {
 	mem := memory.NewBroker(memory.BrokerOptions{}).Open()
-	c, err := fila.New(slowMarks{Driver: mem, marks: mem, delay: 150 * time.Millisecond})
+	c, err := fila.New(probedMarks{Driver: mem, marks: mem, readDelay: 150 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

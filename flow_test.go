@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fila-go/fila"
-	"github.com/fila-go/fila/backend"
 	"github.com/fila-go/fila/memory"
 )
 
@@ -156,36 +154,6 @@ func TestThrottledRate(t *testing.T) {
 	}
 }
 
-// countedMarks counts the marks set under a prefix.
-type countedMarks struct {
-	backend.Driver
-	marks interface {
-		backend.Marker
-		backend.MarkLister
-	}
-	prefix string
-	sets   *atomic.Int64
-}
-
-func (d countedMarks) MarkSet(ctx context.Context, queue, name string, until time.Time, onlyNew bool) (bool, error) {
-	if strings.HasPrefix(name, d.prefix) {
-		d.sets.Add(1)
-	}
-	return d.marks.MarkSet(ctx, queue, name, until, onlyNew)
-}
-
-func (d countedMarks) MarkDelete(ctx context.Context, queue, name string) error {
-	return d.marks.MarkDelete(ctx, queue, name)
-}
-
-func (d countedMarks) MarkGet(ctx context.Context, queue, name string) (bool, error) {
-	return d.marks.MarkGet(ctx, queue, name)
-}
-
-func (d countedMarks) MarkList(ctx context.Context, queue, prefix string) ([]string, error) {
-	return d.marks.MarkList(ctx, queue, prefix)
-}
-
 // TestRateChunksNewestFirst: under a rate limit far above the load, whose
 // chunks hold many deliveries (100,000/s, burst 10,000: 1,000 a chunk, each
 // usable for 100 ms from its start), a consumer claims about one chunk per
@@ -198,7 +166,7 @@ func TestRateChunksNewestFirst(t *testing.T) {
 	defer cancel()
 	mem := memory.NewBroker(memory.BrokerOptions{}).Open()
 	var sets atomic.Int64
-	c, err := fila.New(countedMarks{Driver: mem, marks: mem, prefix: "flow/rate/", sets: &sets})
+	c, err := fila.New(probedMarks{Driver: mem, marks: mem, setPrefix: "flow/rate/", sets: &sets})
 	if err != nil {
 		t.Fatal(err)
 	}
