@@ -3,6 +3,7 @@ package fila
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fila-go/fila/backend"
@@ -230,9 +231,22 @@ func (c *Client) Ping(ctx context.Context) error {
 
 // QueueList returns the names of the queues that hold a message (ready,
 // delayed or leased) or a dead letter, sorted; a queue that holds nothing may
-// be listed too. Drivers that cannot list queues (RabbitMQ without its
-// management API, fila_management_url) return ErrUnsupported.
+// be listed too. The queues in which Fila keeps workflows' bookkeeping are
+// not listed (WorkflowList lists the workflows). Drivers that cannot list
+// queues (RabbitMQ without its management API, fila_management_url) return
+// ErrUnsupported.
 func (c *Client) QueueList(ctx context.Context) ([]string, error) {
+	qs, err := c.queueListAll(ctx)
+	out := qs[:0]
+	for _, q := range qs {
+		if !strings.HasPrefix(q, workflowQueuePrefix) {
+			out = append(out, q)
+		}
+	}
+	return out, err
+}
+
+func (c *Client) queueListAll(ctx context.Context) ([]string, error) {
 	ql, ok := c.drv.(backend.QueueLister)
 	if !ok {
 		return nil, &UnsupportedError{Driver: c.name, Capability: "queue listing"}

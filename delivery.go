@@ -58,6 +58,10 @@ type Delivery struct {
 	// queue's limits (flow.go), expiring at flowUntil; "" without one.
 	flowSlot  string
 	flowUntil time.Time
+	// result is what SetResult left for a workflow step's dependants;
+	// wfRan is set once its bookkeeping ran (workflow_ack.go).
+	result []byte
+	wfRan  bool
 }
 
 // Cancelled returns a channel that is closed when a cancel of this message
@@ -143,6 +147,11 @@ func (d *Delivery) settle(ctx context.Context, op func(ctx context.Context) erro
 // nothing changed.
 func (d *Delivery) Ack(ctx context.Context) error {
 	return d.settle(ctx, func(ctx context.Context) error {
+		if d.Headers[HeaderWorkflow] != "" {
+			if err := d.c.workflowAck(ctx, d); err != nil {
+				return err
+			}
+		}
 		errs, err := d.c.drv.Ack(ctx, []backend.Ref{d.ref()})
 		if err != nil {
 			return err
@@ -309,11 +318,32 @@ func (c *Client) ackDeliveries(ctx, cctx context.Context, ds []*Delivery,
 		refs = append(refs, d.ref())
 		live = append(live, d)
 	}
+	locked := live
 	defer func() {
-		for _, d := range live {
+		for _, d := range locked {
 			d.mu.Unlock()
 		}
 	}()
+	if wfErrs := c.workflowAcks(cctx, live); wfErrs != nil {
+		// Steps whose bookkeeping failed are not acked; those of a
+		// cancelled workflow were dead-lettered.
+		keep := refs[:0:0]
+		kept := live[:0:0]
+		for i, d := range live {
+			switch e := wfErrs[i]; {
+			case e == nil:
+				keep = append(keep, refs[i])
+				kept = append(kept, d)
+			case errors.Is(e, ErrCancelled) || isLeaseLost(e):
+				d.settled = true
+				c.settled(d)
+				errs = append(errs, deliveryErr(d, e))
+			default:
+				errs = append(errs, deliveryErr(d, c.done(ctx, e)))
+			}
+		}
+		refs, live = keep, kept
+	}
 	if len(refs) > 0 {
 		per, err := ack(cctx, refs)
 		if err != nil {

@@ -91,6 +91,8 @@ type Client struct {
 	callsMu sync.Mutex
 	calls   []context.CancelCauseFunc
 	free    []int
+	// wfCache keeps the workflow manifests read (workflow.go).
+	wfCache wfCache
 }
 
 // New returns a Client over a driver value, for callers that build the

@@ -115,6 +115,12 @@ func Run(t *testing.T, h Harness) {
 		{"QueueLimits", s.testQueueLimits},
 		{"ConcurrencyLimit", s.testConcurrencyLimit},
 		{"RateLimit", s.testRateLimit},
+		{"WorkflowDiamond", s.testWorkflowDiamond},
+		{"WorkflowFanIn", s.testWorkflowFanIn},
+		{"WorkflowLastAcksRace", s.testWorkflowLastAcksRace},
+		{"WorkflowDeadStopsDependants", s.testWorkflowDeadStopsDependants},
+		{"WorkflowCancel", s.testWorkflowCancel},
+		{"WorkflowBadInput", s.testWorkflowBadInput},
 	}
 	// The tests mostly wait on leases and delays, so they all run at once
 	// (or Harness.Parallel at a time): t.Run from separate goroutines is not
