@@ -25,7 +25,9 @@ import (
 //     dependencies, and the messages of the steps that wait), written once
 //     at start;
 //   - a dead letter per step result;
-//   - marks: "started", "cancelled", one per finished step ("e/<D>/<b>/<X>":
+//   - marks: "started" (an id is used once), "live" (neither cancelled nor
+//     deleted: the one mark an ack reads first), "cancelled", one per
+//     finished step ("e/<D>/<b>/<X>":
 //     X done, as a dependency of D, in D's bucket b; "d/<X>" for a step
 //     nothing waits for), "f/<D>/<b>" (bucket b of D's dependencies all
 //     done, for steps with more than workflowBucket dependencies) and
@@ -335,12 +337,14 @@ func (c *Client) WorkflowStart(ctx context.Context, p WorkflowParams) (string, e
 		return "", err
 	}
 	for i := range p.Steps {
-		if len(ix.deps[i]) > 0 {
-			continue
-		}
+		// Every step's message is checked as it will be enqueued (with
+		// the workflow's headers), so no release can fail validation.
 		bm, err := c.stepMessage(ix, i, &p.Steps[i].Message, now)
 		if err != nil {
 			return "", err
+		}
+		if len(ix.deps[i]) > 0 {
+			continue
 		}
 		q := p.Steps[i].Queue
 		if roots[q] == nil {
@@ -364,6 +368,9 @@ func (c *Client) WorkflowStart(ctx context.Context, p WorkflowParams) (string, e
 		}
 		if !fresh {
 			return fmt.Errorf("%w: workflow %s was started already", ErrDuplicate, p.ID)
+		}
+		if _, err := c.marker.MarkSet(ctx, home, "live", time.Time{}, false); err != nil {
+			return fmt.Errorf("storing workflow %s failed, nothing was enqueued (delete it with WorkflowDelete and start again): %w", p.ID, err)
 		}
 		letter := backend.DeadLetter{
 			Message: backend.Message{ID: workflowDerivedID(p.ID, "manifest"), Kind: workflowKind, Body: body, EnqueuedAt: now},
@@ -501,8 +508,11 @@ const (
 	// ReasonWorkflowCancelled after a cancel). Replaying it lets the
 	// workflow go on.
 	StepDead StepStatus = "dead"
-	// StepUnknown: released but found nowhere (it moved between two
-	// reads), or the driver cannot list pending messages.
+	// StepQueued: in its queue, ready, delayed or running: the driver
+	// cannot list pending messages to tell which (RabbitMQ).
+	StepQueued StepStatus = "queued"
+	// StepUnknown: released, and found neither in its queue nor in its
+	// dead letters (it moved between two reads).
 	StepUnknown StepStatus = "unknown"
 )
 
@@ -609,6 +619,9 @@ func (c *Client) workflowState(ctx context.Context, ix *wfIndex) (WorkflowState,
 			}
 			open[s.Queue] = append(open[s.Queue], x)
 			st.Steps[x].Status = StepUnknown
+			if _, ok := c.drv.(backend.MessageLister); !ok {
+				st.Steps[x].Status = StepQueued
+			}
 		}
 	}
 	dl, _, _ := c.workflowDriver()
@@ -724,6 +737,9 @@ func (c *Client) WorkflowCancel(ctx context.Context, id string) error {
 		}
 		home := workflowQueue(id)
 		if _, err := c.marker.MarkSet(ctx, home, "cancelled", time.Time{}, false); err != nil {
+			return err
+		}
+		if err := c.marker.MarkDelete(ctx, home, "live"); err != nil {
 			return err
 		}
 		st, err := c.workflowState(ctx, ix)

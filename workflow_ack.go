@@ -43,11 +43,18 @@ func (c *Client) workflowAck(ctx context.Context, d *Delivery) error {
 	again := d.Attempt > 1 || d.wfRan
 	d.wfRan = true
 	home := workflowQueue(id)
-	cancelled, err := c.marker.MarkGet(ctx, home, "cancelled")
+	live, err := c.marker.MarkGet(ctx, home, "live")
 	if err != nil {
 		return err
 	}
-	if cancelled {
+	if !live {
+		// Cancelled, or deleted (by another client: this one's copy of
+		// the manifest outlived it), when the step runs as a plain
+		// message.
+		cancelled, err := c.marker.MarkGet(ctx, home, "cancelled")
+		if err != nil || !cancelled {
+			return err
+		}
 		reason := withError(d.history, d.Attempt, time.Now(), ReasonWorkflowCancelled)
 		if err := c.drv.Dead(ctx, d.ref(), reason, d.Attempt); err != nil {
 			return err
