@@ -181,6 +181,53 @@
 // does: fila.queue.concurrency.limit and .held, fila.receive.throttled and
 // fila.receive.throttled.wait).
 //
+// # Workflows: steps that wait for others
+//
+// WorkflowStart stores a workflow: steps, each a message for a queue, some
+// waiting for others (WorkflowStep.After). The steps that wait for none are
+// enqueued at once; every other step is enqueued when the last of its
+// dependencies is acked, by that ack, whoever runs it. Chains, diamonds and
+// fan-ins ("when all 200 thumbnails are done, build the album": one step
+// waiting for up to MaxWorkflowSteps others) are the same thing. Steps may
+// use different queues and so run in different workers; a step's handler
+// needs no change, except to leave a result (Delivery.SetResult, at most
+// MaxResultBytes) that the steps waiting for it read with
+// Client.WorkflowResults.
+//
+// The bookkeeping is the portable layer's, in the broker, alike on every
+// driver with marks, dead-letter listing and dead-letter import (all of
+// Fila's): the workflow's definition and its results are dead letters of a
+// queue of its own, fila.wf.<id> (QueueList does not list it; WorkflowList
+// lists workflows), and its progress is marks there. It runs under the
+// step's lease before the ack, and every write in it is idempotent, so a
+// process that dies at any moment leaves the step to be delivered again,
+// run again (at least once, as every message) and its bookkeeping to be
+// redone. Of the acks that find a step's dependencies all done, one
+// creates its release mark (of concurrent callers in any processes exactly
+// one) and enqueues it. A step is enqueued exactly once, except in one
+// case: when the process that won the release died before its ack, the
+// dependency's next delivery enqueues the step again unless the step is
+// done; a driver with dedup keys (all but RabbitMQ) refuses that copy
+// while the first is pending, so a second copy exists only if the first
+// one completed within the single round trip between that check and the
+// enqueue; on RabbitMQ a second copy exists whenever the first had not
+// completed yet. An ack costs, besides the ack, a mark read, one mark
+// write per step waiting for it, a mark listing (RabbitMQ: a read per
+// dependency until one is missing) and the release; a result adds a dead
+// letter import (RabbitMQ: which reads the workflow's stored results, so
+// keep results few on a large fan-in there).
+//
+// A step that is dead-lettered holds back every step waiting for it
+// (WorkflowShow reports them pending, BlockedBy naming it); replaying it
+// (DeadReplay) lets the workflow go on. WorkflowCancel stops releases and
+// dead-letters every step not done with reason ReasonWorkflowCancelled:
+// pending ones at once, queued ones when claimed (MessageCancel, where
+// the driver can cancel) or at their ack, which returns ErrCancelled.
+// WorkflowShow reads each step's status (pending, ready, running, done,
+// dead); WorkflowDelete removes the bookkeeping. WorkflowStart is not
+// atomic: a call that fails part way says so, and the workflow can be
+// cancelled or deleted and started again.
+//
 // # Fan-out: topics and subscriptions
 //
 // A topic has subscriptions, and each subscription is a queue. Publish
