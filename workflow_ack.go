@@ -82,7 +82,7 @@ func (c *Client) workflowAck(ctx context.Context, d *Delivery) error {
 		}
 	}
 	for _, e := range ix.next[x] {
-		full, err := c.wfBucketDone(ctx, ix, e.step, e.bucket)
+		full, err := c.wfBucketDone(ctx, ix, e.step, e.bucket, x)
 		if err != nil {
 			return err
 		}
@@ -110,9 +110,12 @@ func (c *Client) workflowAck(ctx context.Context, d *Delivery) error {
 }
 
 // wfBucketDone reports whether every dependency of step s in bucket b is
-// done.
-func (c *Client) wfBucketDone(ctx context.Context, ix *wfIndex, s, b int) (bool, error) {
+// done, x (in that bucket) being done.
+func (c *Client) wfBucketDone(ctx context.Context, ix *wfIndex, s, b, x int) (bool, error) {
 	deps := ix.deps[s][b*workflowBucket : min((b+1)*workflowBucket, len(ix.deps[s]))]
+	if len(deps) == 1 && deps[0] == x {
+		return true, nil // a chain's link: nothing to read
+	}
 	return c.wfMarksAll(ctx, workflowQueue(ix.m.ID), ix.bucketPrefix(s, b), len(deps),
 		func(i int) string { return ix.edgeMark(s, b, deps[i]) })
 }
