@@ -63,6 +63,8 @@ type config struct {
 
 	scaling scalingSettings // scenario scaling
 
+	workflow workflowSettings // scenario workflow
+
 	pgURL, redisURL, amqpURL, mongoURL, mysqlURL string
 	cpuProfile                                   string
 }
@@ -78,7 +80,13 @@ var allScenarios = []string{"enqueue", "burn-down", "latency", "delay", "sustain
 // scaling (scaling.go) measures Fila's drain at a backlog of 1,000 and of
 // 1,000,000 on each broker: preloading a million messages per system takes
 // minutes, longer than the whole quick preset's share of a broker.
-var optionalScenarios = []string{"pgque", "topic-sustained", "scaling"}
+// workflow (workflow.go) measures what a workflow's bookkeeping costs a
+// chain of steps against the same chain of plain messages.
+var optionalScenarios = []string{"pgque", "topic-sustained", "scaling", "workflow"}
+
+// optionalBrokers run only when named: memory (the in-memory driver, Fila
+// only) is not part of "all".
+var optionalBrokers = []string{"memory"}
 
 // standaloneScenarios connect no broker of --broker: they make their own
 // databases.
@@ -129,11 +137,13 @@ func getenv(k, def string) string {
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var cfg config
-	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, mysql (MySQL or MariaDB), all, or a comma-separated list")
+	broker := fs.String("broker", "all", "postgres, redis, rabbitmq, mongo, mysql (MySQL or MariaDB), all, or a comma-separated list; "+
+		"also memory (not in all): Fila on the in-memory driver")
 	scenario := fs.String("scenario", "all", "enqueue, burn-down, latency, delay, sustained, fanout, routing, priority, all, or a comma-separated list; "+
 		"also pgque (not in all): Fila's PostgreSQL log and skip-locked modes against PgQue, see the --pgque flags; "+
 		"and topic-sustained (not in all): Fila's PostgreSQL log mode, a topic with 5 subscriptions of which one stops consuming, see the --topic-sus flags; "+
-		"and scaling (not in all): Fila's drain and single-Enqueue time at a small and a large backlog, see the --scaling flags")
+		"and scaling (not in all): Fila's drain and single-Enqueue time at a small and a large backlog, see the --scaling flags; "+
+		"and workflow (not in all): chains of steps as a workflow against chains of plain messages, time and round trips, see the --workflow flags")
 	systems := fs.String("systems", "", "only systems whose name contains one of these comma-separated words (e.g. fila,raw); default all. "+
 		"The word fila-log adds Fila's PostgreSQL log storage mode (fila_mode=log) as its own system, which runs only when named")
 	preset := fs.String("preset", "quick", "quick (all brokers in ~15 min) or full (the sizes of issue 11)")
@@ -195,12 +205,14 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.scaling.vacuum, "scaling-vacuum", true, "scaling: on PostgreSQL, VACUUM (ANALYZE) Fila's tables before each preload "+
 		"(the dead tuples of earlier runs) and after it (standing in for the autovacuum the servers here have off); "+
 		"on MySQL/MariaDB, wait before and after each preload until InnoDB's history list is empty (at most 2m)")
+	fs.IntVar(&cfg.workflow.runs, "workflow-runs", 30, "workflow: chains of each kind (plain, workflow) per system")
+	fs.IntVar(&cfg.workflow.steps, "workflow-steps", 10, "workflow: steps per chain")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to the file (combine with --systems fila)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	var err error
-	if cfg.brokers, err = pickList(*broker, allBrokers); err != nil {
+	if cfg.brokers, err = pickList(*broker, allBrokers, optionalBrokers...); err != nil {
 		return cfg, err
 	}
 	if cfg.scenarios, err = pickList(*scenario, allScenarios, optionalScenarios...); err != nil {
@@ -255,6 +267,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if sc := cfg.scaling; sc.small < 1 || sc.large < 1 || sc.largeRabbit < 1 || sc.conc < 1 || sc.warm < 0 || sc.window <= 0 || sc.rate <= 0 || sc.runs < 1 {
 		return cfg, fmt.Errorf("bad --scaling-* setting: backlogs, concurrency, window, rate and runs must be positive, the warm-up not negative")
+	}
+	if w := cfg.workflow; w.runs < 1 || w.steps < 1 || w.steps > 1000 {
+		return cfg, fmt.Errorf("bad --workflow-runs %d or --workflow-steps %d: want at least 1 (steps at most 1000)", w.runs, w.steps)
 	}
 	if cfg.rates, err = parseRates(*rates); err != nil {
 		return cfg, err

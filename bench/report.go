@@ -122,6 +122,9 @@ func (r *report) markdown(cfg config) string {
 	if len(r.scaling) > 0 || len(r.scalingNotes) > 0 {
 		b.WriteString(scalingMarkdown(r.scaling, r.scalingNotes, cfg.scaling))
 	}
+	if len(r.workflow) > 0 {
+		b.WriteString(workflowMarkdown(r.workflow, cfg.workflow))
+	}
 	if len(r.fanPub) > 0 || len(r.fanDrain) > 0 {
 		b.WriteString(fanoutMarkdown(r.fanPub, r.fanDrain, cfg))
 	}

@@ -22,6 +22,7 @@ type report struct {
 	// skipped).
 	scaling      []scalingCase
 	scalingNotes []string
+	workflow     []workflowCase // scenario workflow
 	started      time.Time
 	delay        time.Duration // the delay scenario's Delay, for its row names
 	took         time.Duration
@@ -133,6 +134,9 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 		f, ferr := e.filaSystem(ctx)
 		add(e.rawSystem(ctx))
 		keepFirst(&systems, &late, f, ferr, &err, cfg)
+	case "memory":
+		closeEnv = func() {}
+		add(newFilaSystem(ctx, "mem://bench-"+randSuffix(), nil, nil))
 	case "mongo":
 		e, merr := newMongoEnv(ctx, cfg.mongoURL)
 		if merr != nil {
@@ -276,6 +280,14 @@ func runBroker(ctx context.Context, cfg config, broker string, rep *report) (err
 		if serr != nil {
 			logf("%s: %v", broker, serr)
 			errs = append(errs, serr)
+		}
+	}
+	if cfg.wants("workflow") {
+		cases, werr := workflowScenario(ctx, broker, systems, cfg.workflow)
+		rep.workflow = append(rep.workflow, cases...)
+		if werr != nil {
+			logf("%s: %v", broker, werr)
+			errs = append(errs, werr)
 		}
 	}
 	if broker == "postgres" && cfg.wants("sustained") {
