@@ -204,14 +204,13 @@
 // run again (at least once, as every message) and its bookkeeping to be
 // redone. Of the acks that find a step's dependencies all done, one
 // creates its release mark (of concurrent callers in any processes exactly
-// one) and enqueues it. A step is enqueued exactly once, except in one
-// case: when the process that won the release died before its ack, the
-// dependency's next delivery enqueues the step again unless the step is
-// done; a driver with dedup keys (all but RabbitMQ) refuses that copy
-// while the first is pending, so a second copy exists only if the first
-// one completed within the single round trip between that check and the
-// enqueue; on RabbitMQ a second copy exists whenever the first had not
-// completed yet. An ack costs, besides the ack, a mark read, one mark
+// one), enqueues it and marks it enqueued. A step is enqueued exactly
+// once, except in one case: when the process that won the release died
+// between the enqueue and that mark, the dependency's next delivery
+// enqueues the step again unless the step is done; a driver with dedup
+// keys (all but RabbitMQ) refuses that copy while the first is pending,
+// so there a second copy needs the first one to complete within the same
+// single round trip as well. The tests never saw one. An ack costs, besides the ack, a mark read, one mark
 // write per step waiting for it, a mark listing (RabbitMQ: a read per
 // dependency until one is missing) and the release; a result adds a dead
 // letter import (RabbitMQ: which reads the workflow's stored results, so

@@ -30,9 +30,10 @@ import (
 //     finished step ("e/<D>/<b>/<X>":
 //     X done, as a dependency of D, in D's bucket b; "d/<X>" for a step
 //     nothing waits for), "f/<D>/<b>" (bucket b of D's dependencies all
-//     done, for steps with more than workflowBucket dependencies) and
+//     done, for steps with more than workflowBucket dependencies),
 //     "rel/<D>" (D was released, or dead-lettered by a cancel: of the two,
-//     whoever creates it first acts).
+//     whoever creates it first acts) and "enq/<D>" (and has been enqueued
+//     or dead-lettered: a redelivered dependency need not do it again).
 //
 // A step waits out of the broker's queues (in the manifest) until the ack
 // of its last dependency releases it. docs/design.md has the reasoning.
@@ -369,7 +370,7 @@ func (c *Client) WorkflowStart(ctx context.Context, p WorkflowParams) (string, e
 		if !fresh {
 			return fmt.Errorf("%w: workflow %s was started already", ErrDuplicate, p.ID)
 		}
-		if _, err := c.marker.MarkSet(ctx, home, "live", time.Time{}, false); err != nil {
+		if _, err := c.marker.MarkSet(ctx, home, "live", time.Time{}, true); err != nil {
 			return fmt.Errorf("storing workflow %s failed, nothing was enqueued (delete it with WorkflowDelete and start again): %w", p.ID, err)
 		}
 		letter := backend.DeadLetter{
@@ -760,6 +761,10 @@ func (c *Client) WorkflowCancel(ctx context.Context, id string) error {
 				if !won { // released meanwhile
 					released = append(released, x)
 					continue
+				}
+				// No recovering release enqueues it after this.
+				if _, err := c.marker.MarkSet(ctx, home, "enq/"+s.Name, time.Time{}, true); err != nil {
+					return err
 				}
 				bm, err := c.stepMessage(ix, x, ix.m.Steps[x].Msg.message(), now)
 				if err != nil {

@@ -72,12 +72,15 @@ func (c *Client) workflowAck(ctx context.Context, d *Delivery) error {
 			return err
 		}
 	}
+	// The marks of progress never expire and are set once: onlyNew
+	// creates one without first deleting it (RabbitMQ's replace does),
+	// and a second run finds it there, which is as good.
 	if len(ix.next[x]) == 0 {
-		_, err := c.marker.MarkSet(ctx, home, ix.doneMark(x), time.Time{}, false)
+		_, err := c.marker.MarkSet(ctx, home, ix.doneMark(x), time.Time{}, true)
 		return err
 	}
 	for _, e := range ix.next[x] {
-		if _, err := c.marker.MarkSet(ctx, home, ix.edgeMark(e.step, e.bucket, x), time.Time{}, false); err != nil {
+		if _, err := c.marker.MarkSet(ctx, home, ix.edgeMark(e.step, e.bucket, x), time.Time{}, true); err != nil {
 			return err
 		}
 	}
@@ -91,7 +94,7 @@ func (c *Client) workflowAck(ctx context.Context, d *Delivery) error {
 		}
 		if ix.buckets(e.step) > 1 {
 			prefix := ix.fullPrefix(e.step)
-			if _, err := c.marker.MarkSet(ctx, home, prefix+fmt.Sprint(e.bucket), time.Time{}, false); err != nil {
+			if _, err := c.marker.MarkSet(ctx, home, prefix+fmt.Sprint(e.bucket), time.Time{}, true); err != nil {
 				return err
 			}
 			full, err = c.wfMarksAll(ctx, home, prefix, ix.buckets(e.step), func(b int) string { return prefix + fmt.Sprint(b) })
@@ -138,11 +141,13 @@ func (c *Client) wfMarksAll(ctx context.Context, home, prefix string, n int, nam
 }
 
 // wfRelease enqueues step s, whose dependencies are all done, unless
-// another ack (or a cancel) did first. With again (this dependency's
-// bookkeeping ran before: its process may have died after winning the
-// release and before enqueueing) it enqueues s anyway unless s is done:
-// the step's dedup key, where the driver has them, makes that a no-op
-// while s is pending.
+// another ack (or a cancel) did first, and then sets its mark "enq/<s>".
+// With again (this dependency's bookkeeping ran before: its process may
+// have died after winning the release and before enqueueing) a lost race
+// still enqueues s when neither "enq/<s>" nor s's done mark exists: the
+// winner died between its two writes (or is between them now, the one
+// round trip in which a second copy can be made; the step's dedup key,
+// where the driver has them, refuses it while the first is pending).
 func (c *Client) wfRelease(ctx context.Context, ix *wfIndex, s int, again bool) error {
 	home := workflowQueue(ix.m.ID)
 	st := ix.m.Steps[s]
@@ -154,9 +159,11 @@ func (c *Client) wfRelease(ctx context.Context, ix *wfIndex, s int, again bool) 
 		if !again {
 			return nil
 		}
-		done, err := c.marker.MarkGet(ctx, home, ix.doneMark(s))
-		if err != nil || done {
-			return err
+		for _, mark := range []string{"enq/" + st.Name, ix.doneMark(s)} {
+			done, err := c.marker.MarkGet(ctx, home, mark)
+			if err != nil || done {
+				return err
+			}
 		}
 	}
 	bm, err := c.stepMessage(ix, s, st.Msg.message(), time.Now())
@@ -165,6 +172,9 @@ func (c *Client) wfRelease(ctx context.Context, ix *wfIndex, s int, again bool) 
 	}
 	if _, err := c.drv.Enqueue(ctx, st.Queue, []backend.Message{bm}); err != nil {
 		return fmt.Errorf("releasing step %q of workflow %s to queue %s: %w", st.Name, ix.m.ID, st.Queue, err)
+	}
+	if _, err := c.marker.MarkSet(ctx, home, "enq/"+st.Name, time.Time{}, true); err != nil {
+		return err
 	}
 	if !won {
 		c.opts.logger.Info("fila: workflow step released again after an earlier attempt of its dependency",
