@@ -209,8 +209,8 @@
 // between the enqueue and that mark, the dependency's next delivery
 // enqueues the step again unless the step is done; a driver with dedup
 // keys (all but RabbitMQ) refuses that copy while the first is pending,
-// so there a second copy needs the first one to complete within the same
-// single round trip as well. The tests never saw one. An ack costs, besides the ack, a mark read, one mark
+// so there a second copy needs the first one to complete within that
+// round trip as well. An ack costs, besides the ack, a mark read, one mark
 // write per step waiting for it, a mark listing (RabbitMQ: a read per
 // dependency until one is missing) and the release; a result adds a dead
 // letter import (RabbitMQ: which reads the workflow's stored results, so
