@@ -455,10 +455,16 @@ func (w *wfCache) drop(id string) {
 	delete(w.m, id)
 }
 
-// workflow returns workflow id's index, reading its manifest once.
-func (c *Client) workflow(ctx context.Context, id string) (*wfIndex, error) {
-	if ix := c.wfCache.get(id); ix != nil {
-		return ix, nil
+// workflow returns workflow id's index. With step and msgID it may use the
+// manifest this client read before, unless that names another message id
+// for step (the workflow was deleted and started again under its id);
+// without, it reads the manifest (WorkflowShow and WorkflowCancel must see
+// a workflow deleted by another client).
+func (c *Client) workflow(ctx context.Context, id, step, msgID string) (*wfIndex, error) {
+	if ix := c.wfCache.get(id); ix != nil && step != "" {
+		if x, ok := ix.byName[step]; ok && ix.m.Steps[x].ID == msgID {
+			return ix, nil
+		}
 	}
 	dl, _, err := c.workflowDriver()
 	if err != nil {
@@ -475,6 +481,7 @@ func (c *Client) workflow(ctx context.Context, id string) (*wfIndex, error) {
 		}
 	}
 	if body == nil {
+		c.wfCache.drop(id)
 		return nil, fmt.Errorf("%w: %s", ErrWorkflowNotFound, id)
 	}
 	var m wfManifest
@@ -573,7 +580,7 @@ func (c *Client) WorkflowShow(ctx context.Context, id string) (WorkflowState, er
 	}
 	var st WorkflowState
 	err := c.call(ctx, func(ctx context.Context) error {
-		ix, err := c.workflow(ctx, id)
+		ix, err := c.workflow(ctx, id, "", "")
 		if err != nil {
 			return err
 		}
@@ -638,7 +645,7 @@ func (c *Client) workflowState(ctx context.Context, ix *wfIndex) (WorkflowState,
 				at[ids[i]] = x
 			}
 			if ml != nil {
-				page, err := ml.MessageList(ctx, q, backend.MessageListParams{IDs: ids, Limit: len(ids)})
+				page, err := ml.MessageList(ctx, q, backend.MessageListParams{IDs: ids, Limit: len(ids), WithoutBodies: true})
 				if err != nil && !errors.Is(err, ErrUnsupported) {
 					return st, err
 				}
@@ -732,7 +739,7 @@ func (c *Client) WorkflowCancel(ctx context.Context, id string) error {
 	var ix *wfIndex
 	err = c.call(ctx, func(ctx context.Context) error {
 		var err error
-		ix, err = c.workflow(ctx, id)
+		ix, err = c.workflow(ctx, id, "", "")
 		if err != nil {
 			return err
 		}
@@ -876,7 +883,7 @@ func (c *Client) WorkflowResults(ctx context.Context, d *Delivery) (map[string][
 	}
 	out := map[string][]byte{}
 	err = c.call(ctx, func(ctx context.Context) error {
-		ix, err := c.workflow(ctx, id)
+		ix, err := c.workflow(ctx, id, step, d.ID)
 		if err != nil {
 			return err
 		}

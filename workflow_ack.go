@@ -27,7 +27,7 @@ func (c *Client) workflowAck(ctx context.Context, d *Delivery) error {
 	if id == "" || step == "" || c.marker == nil || ValidateWorkflowID(id) != nil {
 		return nil
 	}
-	ix, err := c.workflow(ctx, id)
+	ix, err := c.workflow(ctx, id, step, d.ID)
 	if errors.Is(err, ErrWorkflowNotFound) {
 		return nil // deleted, or headers copied onto another message
 	}

@@ -173,3 +173,57 @@ func TestWorkflowReleaseLostIsRedone(t *testing.T) {
 	}
 	expectNoStep(t, c, "callbacks")
 }
+
+// A client that read a workflow sees it deleted by another client, and
+// runs the workflow started again under its id by the new definition.
+func TestWorkflowDeletedByAnotherClient(t *testing.T) {
+	b := memory.NewBroker(memory.BrokerOptions{})
+	c1, err := fila.New(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	c2, err := fila.New(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	ctx := context.Background()
+	p := fila.WorkflowParams{ID: "wf", Steps: []fila.WorkflowStep{
+		{Name: "a", Queue: "q", Message: fila.Message{Kind: "a"}},
+		{Name: "b", Queue: "q", After: []string{"a"}, Message: fila.Message{Kind: "b"}},
+	}}
+	if _, err := c1.WorkflowStart(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.WorkflowShow(ctx, "wf"); err != nil {
+		t.Fatalf("WorkflowShow: %v", err)
+	}
+	old := receiveStep(t, c2, "q", 5*time.Second)
+	if err := c1.WorkflowDelete(ctx, "wf"); err != nil {
+		t.Fatalf("WorkflowDelete: %v", err)
+	}
+	if _, err := c2.WorkflowShow(ctx, "wf"); !errors.Is(err, fila.ErrWorkflowNotFound) {
+		t.Errorf("WorkflowShow by the other client after the delete: %v, want ErrWorkflowNotFound", err)
+	}
+	if err := c2.WorkflowCancel(ctx, "wf"); !errors.Is(err, fila.ErrWorkflowNotFound) {
+		t.Errorf("WorkflowCancel by the other client after the delete: %v, want ErrWorkflowNotFound", err)
+	}
+	if err := old.Ack(ctx); err != nil { // a plain message now: releases nothing
+		t.Fatalf("Ack of a deleted workflow's step: %v", err)
+	}
+	expectNoStep(t, c2, "q")
+	if _, err := c1.WorkflowStart(ctx, p); err != nil {
+		t.Fatalf("WorkflowStart again: %v", err)
+	}
+	a := receiveStep(t, c2, "q", 5*time.Second)
+	if _, step := a.Workflow(); step != "a" || a.ID == old.ID {
+		t.Fatalf("received step %q (%s), want the new a", step, a.ID)
+	}
+	if err := a.Ack(ctx); err != nil {
+		t.Fatalf("Ack(new a): %v", err)
+	}
+	if _, step := receiveStep(t, c2, "q", 5*time.Second).Workflow(); step != "b" {
+		t.Fatalf("after the new a received step %q, want b", step)
+	}
+}
