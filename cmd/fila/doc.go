@@ -1,8 +1,8 @@
 // Command fila operates Fila queues on any supported broker: queue stats,
 // listing, pausing, resuming and deleting queues, listing, showing and
 // cancelling messages, dead-letter inspection, replay and purge,
-// enqueueing from scripts, topics (fan-out), schema migrations, moving a
-// queue to another broker, and a web dashboard.
+// enqueueing from scripts, topics (fan-out), workflows, schema migrations,
+// moving a queue to another broker, and a web dashboard.
 //
 // Its output is meant to be trusted: what a broker cannot know shows as
 // "n/a" (null in JSON), never as 0; a queue that holds nothing and that the
@@ -49,6 +49,10 @@
 //	fila topic list TOPIC               the subscribed queues, one per line
 //	fila topic publish TOPIC -k KIND [the message flags of fila enqueue]
 //	fila topic rewind TOPIC QUEUE (--to T | --ago D)   deliver QUEUE's copies again from T
+//	fila workflow list [--json]         the ids of the workflows the broker holds
+//	fila workflow show ID [--json]      each step's queue, status, attempt, dependencies, reason
+//	fila workflow cancel ID             dead-letter its pending steps, cancel those in queues
+//	fila workflow delete ID [--force] [--yes]   its bookkeeping; its queued steps stay
 //	fila schema up
 //	fila migrate --from URL --to URL --queue Q [--to-queue Q2] [--include-delayed]
 //	             [--include-dead] [--drain [--idle 10s]] [--batch N] [--concurrency N]
@@ -97,8 +101,8 @@
 // and giving --url is a usage error.
 //
 // fila ui serves package ui's dashboard (queues, charts, pending messages,
-// dead letters, replay, purge, delete, pause, resume and cancel behind a
-// confirmation page) until interrupted.
+// dead letters, workflows, replay, purge, delete, pause, resume and cancel
+// behind a confirmation page) until interrupted.
 // It listens on loopback unless --listen says otherwise, and warns when it
 // does not; it prints the broker URL only redacted, and never the token or
 // password, which are best given in the environment (flags show in the
@@ -176,6 +180,30 @@
 // Drivers without topics (neither backend.Topics nor listable marks) exit
 // 4 for every topic command.
 //
+// fila workflow reads and stops workflows (fila.Client.WorkflowStart).
+// fila workflow show prints the workflow's id, creation time, whether it
+// was cancelled and how many steps are in each status, then a table of its
+// steps: name, queue, status (pending, ready, running, done, dead; queued
+// where the driver cannot tell ready from running, RabbitMQ; unknown for a
+// step that moved between two reads), attempt, the steps it waits for (the
+// first three, "+N more"), message id, and a note: "blocked by X" for a
+// pending step whose dependency X is dead, the first line of a dead
+// step's reason. Names and reasons print escaped as fila message's do;
+// --json prints them as they are, with each step's whole reason. When a
+// dead step blocks others the output says to replay it (fila dead replay).
+// fila workflow cancel (fila.Client.WorkflowCancel) says how many pending
+// steps it dead-lettered with reason "workflow cancelled" and how many in
+// their queues it cancelled (on RabbitMQ: will run and be dead-lettered at
+// their ack); a second cancel changes nothing. fila workflow delete
+// (fila.Client.WorkflowDelete) refuses (exit 1) a workflow neither
+// finished nor cancelled unless --force, asks for a y/N confirmation
+// unless --yes, and prints "nothing to delete" with a warning for an
+// unknown id (exit 0). show and cancel exit 1 for an unknown id, saying
+// that fila workflow list shows the ids; fila workflow list needs a driver
+// that lists queues (RabbitMQ: fila_management_url), else exits 4 and
+// says to name the workflow instead. Drivers without workflows (marks,
+// dead-letter listing and import) exit 4.
+//
 // fila queue list and fila stats --all need a driver that can list its
 // queues (backend.QueueLister): RabbitMQ can only through its management
 // API (fila_management_url), so without it name its queues. fila queue delete removes a queue with its messages, dead letters
@@ -185,12 +213,13 @@
 // # Exit codes
 //
 //	0  success
-//	1  the operation failed (broker error, dead letter or message not found, purge,
+//	1  the operation failed (broker error, dead letter, message or workflow not found, purge,
 //	   delete or unsubscribe declined, queue not empty without --force, a
 //	   queue to unsubscribe that is no subscription of the topic, a
+//	   workflow to delete not finished nor cancelled without --force, a
 //	   migration that moved nothing although the source holds ready messages)
 //	2  usage error or invalid input: unknown command or flag, missing flag,
-//	   bad URL or URL parameter, invalid queue or topic name, message id, kind, header or delay,
+//	   bad URL or URL parameter, invalid queue or topic name, workflow id, message id, kind, header or delay,
 //	   body too large, PostgreSQL schema or MySQL tables not migrated (run fila schema up),
 //	   a dead list --cursor used with another queue or --kind, a message
 //	   list --cursor used with another queue or --state
@@ -198,7 +227,7 @@
 //	4  the broker's driver lacks the capability (stats, dead-letter
 //	   management, dedup keys, queue listing or deletion, pausing queues,
 //	   queue limits, cancelling or listing messages, migrating delayed messages or dead letters,
-//	   topics or listing a topic's subscriptions);
+//	   topics or listing a topic's subscriptions, workflows, listing workflows);
 //	   the message names the driver
 //	5  enqueue with a dedup key held by a pending message; the holder's id
 //	   is printed on standard output

@@ -178,12 +178,13 @@ func exitCode(err error) int {
 func newRoot(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fila",
-		Short: "Operate Fila queues: stats, pause, messages, cancel, dead letters, enqueue, topics, schema, migrate, web dashboard",
+		Short: "Operate Fila queues: stats, pause, messages, cancel, dead letters, enqueue, topics, workflows, schema, migrate, web dashboard",
 		Long: `fila operates Fila queues on any supported broker: queue stats, pausing and
 resuming queues, listing, showing and cancelling messages, dead-letter
 inspection, replay and purge, enqueueing from scripts, topics (fan-out: subscribe queues, publish),
-schema migrations, moving a queue to another broker (fila migrate --from URL
---to URL), and a web dashboard (fila ui).
+workflows (list, show a workflow's steps, cancel, delete), schema migrations,
+moving a queue to another broker (fila migrate --from URL --to URL), and a
+web dashboard (fila ui).
 
 The broker URL comes from --url or the FILA_URL environment variable:
   postgres://user@host:5432/db   mysql://user:pass@host:3306/db   redis://host:6379/0
@@ -201,7 +202,7 @@ unreachable, 4 the broker's driver lacks the capability, 5 duplicate dedup key,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitErr{code: exitUsage, err: err, usage: true} })
 	root.Version = versionLine(a.buildInfo)
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newMessageCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a), newTopicCmd(a), newVersionCmd(a))
+	root.AddCommand(newStatsCmd(a), newQueueCmd(a), newMessageCmd(a), newDeadCmd(a), newEnqueueCmd(a), newSchemaCmd(a), newMigrateCmd(a), newUICmd(a), newTopicCmd(a), newWorkflowCmd(a), newVersionCmd(a))
 	return root
 }
 

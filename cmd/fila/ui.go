@@ -47,10 +47,10 @@ func newUICmd(a *app) *cobra.Command {
 		Long: `Serve the web dashboard (package github.com/fila-go/fila/ui) for the broker:
 every queue with its ready, delayed, leased and dead counts and oldest ready
 age, charts of the last hour, the ready, delayed and running messages of a
-queue (paged, found by id; not on RabbitMQ), dead letters in full, and
-replay, purge,
-queue delete, queue pause and resume and cancelling a message by id, each
-behind a confirmation step.
+queue (paged, found by id; not on RabbitMQ), dead letters in full,
+workflows with the state of each step, and replay, purge,
+queue delete, queue pause and resume, cancelling a message by id and
+cancelling a workflow, each behind a confirmation step.
 
 It listens on loopback (127.0.0.1:8080) unless --listen says otherwise; on
 loopback it answers only to the host names localhost, 127.0.0.1 and [::1]
