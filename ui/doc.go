@@ -4,9 +4,9 @@
 // time per kind), lets an operator browse a queue's ready, delayed and
 // running messages, read dead letters in full, replay,
 // purge or delete, pause and resume a queue, set its concurrency and rate
-// limits and cancel a message, each behind a confirmation step. It works
-// the same on every driver (pause, limits and cancel where the driver has
-// marks). `fila ui` serves it standalone.
+// limits and cancel a message, each behind a confirmation step, and follow
+// or cancel workflows. It works the same on every driver (pause, limits
+// and cancel where the driver has marks). `fila ui` serves it standalone.
 //
 // # Mounting
 //
@@ -65,6 +65,22 @@
 //     headers, and body as text when it is valid UTF-8, else as a hex
 //     dump (the first 64 KiB of text or 16 KiB of bytes; the whole body is
 //     a download).
+//   - Workflows (linked from the header of every page): the ids of the
+//     workflows the broker holds (fila.Client.WorkflowList), 50 a page,
+//     and a form opening one by id. Where the driver cannot list queues
+//     (RabbitMQ without fila_management_url; fila.ErrUnsupported) the page
+//     says so instead of failing, and the form still opens a workflow.
+//     One workflow (fila.Client.WorkflowShow): when it was created,
+//     whether it was cancelled, how many steps are in each status, and a
+//     table of its steps (the first 1,000; the counts cover them all):
+//     name, queue, status (pending, ready, running, done, dead; queued
+//     where the driver cannot tell ready from running), attempt, the steps
+//     it waits for, its message id (linking its dead letter, or its
+//     pending message where the driver lists messages) and a note: the
+//     dead dependencies blocking a pending step ("blocked by X"), the first
+//     line of a dead step's reason. The page reloads its numbers every
+//     Options.Refresh. An unknown workflow id is a 404 saying where the
+//     ids are.
 //   - Actions: replay (one, a kind, all), purge (one, a kind, all), queue
 //     delete, queue pause and resume (fila.Client.QueuePause), queue
 //     limits (fila.Client.QueueLimitsSet: the queue page's form holds the
@@ -72,7 +88,12 @@
 //     such as 500ms or 1m, and the burst, filled in with the limits in
 //     force, empty for none; "Remove limits" removes them all), and
 //     cancel by message id (fila.Client.MessageCancel; the id goes in a
-//     form field of the queue page, several separated by spaces). Each
+//     form field of the queue page, several separated by spaces), and
+//     workflow cancel (fila.Client.WorkflowCancel, from a workflow's page
+//     while it is neither cancelled nor finished: its pending steps are
+//     dead-lettered with reason fila.ReasonWorkflowCancelled, those in
+//     their queues cancelled where the driver can; the page after says
+//     how many of each it found). Each
 //     opens a confirmation page that says what will happen (with the
 //     counts, or the limits in force, where the broker has them); only
 //     its button acts. Limits that are not whole numbers or out of
@@ -117,8 +138,8 @@
 //
 // # Security
 //
-// Message bodies, headers, kinds, ids, queue names, reasons and errors
-// are untrusted:
+// Message bodies, headers, kinds, ids, queue names, step names, reasons
+// and errors are untrusted:
 // every one is escaped by html/template, and the Content-Security-Policy
 // allows no inline script at all (the page's one script is an embedded
 // file), so a body holding <script> shows as text and never runs.
@@ -164,7 +185,7 @@
 //
 // # Logging
 //
-// Actions taken are logged at Info on Options.Logger (queue, selection,
+// Actions taken are logged at Info on Options.Logger (queue or workflow, selection,
 // count or limits, remote address, basic-auth user name), failed broker calls at
 // Warn, refused requests at Debug. The sampler's failures follow Fila's
 // outage rule: a Warn when they start, Debug while they last with a Warn

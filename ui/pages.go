@@ -821,7 +821,7 @@ func parsePages() (map[string]*template.Template, error) {
 		return nil, fmt.Errorf("ui: parsing the layout: %w", err)
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"overview", "queue", "dead", "letter", "messages", "message", "confirm", "error", "login"} {
+	for _, name := range []string{"overview", "queue", "dead", "letter", "messages", "message", "confirm", "error", "login", "workflows", "workflow"} {
 		t, err := template.Must(base.Clone()).ParseFS(assets, "assets/templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("ui: parsing page %s: %w", name, err)
