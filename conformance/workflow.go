@@ -214,13 +214,18 @@ func (s *suite) testWorkflowDiamond(t *testing.T) {
 	if st.Count(fila.StepPending) != 3 || st.Steps[3].Status == fila.StepPending || st.Steps[3].Status == fila.StepDone {
 		t.Errorf("before any step ran: %s; want A ready and B, C, D pending", describeWorkflow(&st))
 	}
-	// Two consumers on each queue, one acking alone, one in batches.
+	// Two consumers on each queue, one acking alone, one in batches
+	// (one, in batches, where competing claims may take one message twice).
 	r := &wfRun{}
 	cctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i, cl := range []*fila.Client{c, s.client(t)} {
+	clients := []*fila.Client{c, s.client(t)}
+	if !s.has(FeatureConcurrentClaims) {
+		clients = clients[1:]
+	}
+	for i, cl := range clients {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.wfConsume(cctx, t, cl, r, i == 1, everyStep, q1, q2) }()
+		go func() { defer wg.Done(); s.wfConsume(cctx, t, cl, r, i == 1 || len(clients) == 1, everyStep, q1, q2) }()
 	}
 	r.waitAcked(t, 4, 60*time.Second)
 	if st, err := c.WorkflowShow(ctx, id); err != nil || !st.Done() {
@@ -321,8 +326,11 @@ func (s *suite) testWorkflowLastAcksRace(t *testing.T) {
 	s.needWorkflows(t)
 	c1, c2 := s.client(t), s.client(t)
 	q, qcb := s.queue(t), s.queue(t)
-	ctx := ctxTimeout(t, 120*time.Second)
-	const rounds = 10
+	ctx := ctxTimeout(t, 240*time.Second)
+	rounds := 10
+	if !s.has(FeatureConcurrentClaims) {
+		rounds = 4 // a stand-in server (FerretDB), slow under the whole suite
+	}
 	for round := range rounds {
 		id, err := c1.WorkflowStart(ctx, fila.WorkflowParams{Steps: []fila.WorkflowStep{
 			{Name: "x", Queue: q, Message: fila.Message{Kind: "wf.x"}},
@@ -441,21 +449,30 @@ func (s *suite) testWorkflowCancel(t *testing.T) {
 		t.Errorf("Ack of a step running when its workflow was cancelled: %v, want ErrCancelled", err)
 	}
 	// The other released step is dead-lettered when claimed (drivers that
-	// cancel messages) or at its ack.
-	rctx, cancel := context.WithTimeout(ctx, s.h.WakeupBound+s.h.Lease+2*time.Second)
-	ds, err := c.Receive(rctx, q, fila.ReceiveParams{Max: 10, Lease: 30 * time.Second})
-	cancel()
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Receive after the cancel: %v", err)
-	}
-	for _, d := range ds {
-		if err := d.Ack(ctx); !errors.Is(err, fila.ErrCancelled) {
-			t.Errorf("Ack of step %s received after the cancel: %v, want ErrCancelled", d.ID, err)
+	// cancel messages) or at its ack: a consumer takes what comes.
+	cctx, stop := context.WithCancel(ctx)
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for cctx.Err() == nil {
+			ds, err := c.Receive(cctx, q, fila.ReceiveParams{Max: 10, Lease: 30 * time.Second})
+			if err != nil && cctx.Err() == nil && !errors.Is(err, fila.ErrUnavailable) {
+				t.Errorf("Receive after the cancel: %v", err)
+				return
+			}
+			for _, d := range ds {
+				if err := d.Ack(ctx); !errors.Is(err, fila.ErrCancelled) && !s.doubleClaim(err) {
+					t.Errorf("Ack of step %s received after the cancel: %v, want ErrCancelled", d.ID, err)
+				}
+			}
 		}
-	}
-	st := waitWorkflow(t, c, id, 20*time.Second, "a done and the rest dead", func(st *fila.WorkflowState) bool {
+	}()
+	defer func() { stop(); <-consumed }() // also when waitWorkflow fails the test
+	st := waitWorkflow(t, c, id, 60*time.Second, "a done and the rest dead", func(st *fila.WorkflowState) bool {
 		return st.Steps[0].Status == fila.StepDone && st.Count(fila.StepDead) == 3
 	})
+	stop()
+	<-consumed
 	if !st.Cancelled {
 		t.Errorf("WorkflowShow: Cancelled is false after WorkflowCancel")
 	}
