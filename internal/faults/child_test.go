@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ import (
 const (
 	childEnv            = "FILA_FAULTS_CHILD" // "worker" or "periodic"
 	childURLEnv         = "FILA_FAULTS_URL"
-	childQueueEnv       = "FILA_FAULTS_QUEUE"
+	childQueueEnv       = "FILA_FAULTS_QUEUE" // one queue, or several separated by commas
 	childLedgerEnv      = "FILA_FAULTS_LEDGER"
 	childLeaseEnv       = "FILA_FAULTS_LEASE"
 	childConcurrencyEnv = "FILA_FAULTS_CONCURRENCY"
@@ -132,8 +133,12 @@ func workerChild() int {
 	}
 	defer c.Close()
 
+	queues := map[string]worker.QueueConfig{}
+	for q := range strings.SplitSeq(queue, ",") {
+		queues[q] = worker.QueueConfig{Concurrency: concurrency}
+	}
 	w, err := worker.New(c, worker.Config{
-		Queues:  map[string]worker.QueueConfig{queue: {Concurrency: concurrency}},
+		Queues:  queues,
 		Lease:   lease,
 		Logger:  log,
 		Backoff: backoff,

@@ -30,6 +30,15 @@
 //     and whose operations take seconds under load, the run is 150
 //     messages with a 10 s lease and 4 jobs per process. A driver without
 //     topics is skipped, naming why.
+//   - TestWorkflowCrash, on PostgreSQL in both modes, Redis and RabbitMQ,
+//     one after another: a workflow whose callback waits for 2,000 steps
+//     (600 on RabbitMQ, where each mark is a queue), run by 3 worker
+//     processes serving both queues, 4 SIGKILLs at random points and a
+//     fifth at the ack that releases the callback. Every step handled (0
+//     lost), duplicates explained by the kills, the callback delivered once
+//     (plus once per kill it was in flight at: enqueued exactly once) and
+//     only after every step, WorkflowShow reporting the workflow done.
+//     FerretDB is skipped (its claims are not atomic).
 //   - TestBrokerCrash: a private broker on its own port and data directory
 //     (redis-server with appendonly yes and appendfsync always; an initdb'd
 //     PostgreSQL cluster; a second RabbitMQ node with its own node name,
