@@ -420,10 +420,19 @@ func (c *Client) stepMessage(ix *wfIndex, i int, m *Message, now time.Time) (bac
 	return bm, nil
 }
 
-// wfCache keeps the manifests this client read: they never change.
+// wfCache keeps the manifests this client read: they never change (a
+// workflow deleted and started again under its id is a new manifest).
 type wfCache struct {
-	mu sync.Mutex
-	m  map[string]*wfIndex
+	mu      sync.Mutex
+	m       map[string]*wfIndex
+	loading map[string]*wfLoad
+}
+
+// wfLoad is a read of a manifest in progress, which other acks wait for.
+type wfLoad struct {
+	done chan struct{}
+	ix   *wfIndex
+	err  error
 }
 
 const wfCacheSize = 256
@@ -461,11 +470,48 @@ func (w *wfCache) drop(id string) {
 // without, it reads the manifest (WorkflowShow and WorkflowCancel must see
 // a workflow deleted by another client).
 func (c *Client) workflow(ctx context.Context, id, step, msgID string) (*wfIndex, error) {
-	if ix := c.wfCache.get(id); ix != nil && step != "" {
-		if x, ok := ix.byName[step]; ok && ix.m.Steps[x].ID == msgID {
-			return ix, nil
-		}
+	fits := func(ix *wfIndex) bool {
+		x, ok := ix.byName[step]
+		return ok && ix.m.Steps[x].ID == msgID
 	}
+	if step == "" {
+		return c.readWorkflow(ctx, id)
+	}
+	if ix := c.wfCache.get(id); ix != nil && fits(ix) {
+		return ix, nil
+	}
+	// The first acks of a new process come in batches: one read of a
+	// manifest (which can be megabytes) serves the acks waiting for it.
+	c.wfCache.mu.Lock()
+	l := c.wfCache.loading[id]
+	if l == nil {
+		l = &wfLoad{done: make(chan struct{})}
+		if c.wfCache.loading == nil {
+			c.wfCache.loading = map[string]*wfLoad{}
+		}
+		c.wfCache.loading[id] = l
+		c.wfCache.mu.Unlock()
+		l.ix, l.err = c.readWorkflow(ctx, id)
+		c.wfCache.mu.Lock()
+		delete(c.wfCache.loading, id)
+		c.wfCache.mu.Unlock()
+		close(l.done)
+		return l.ix, l.err
+	}
+	c.wfCache.mu.Unlock()
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if l.err == nil && fits(l.ix) {
+		return l.ix, nil
+	}
+	return c.readWorkflow(ctx, id)
+}
+
+// readWorkflow reads workflow id's manifest and caches its index.
+func (c *Client) readWorkflow(ctx context.Context, id string) (*wfIndex, error) {
 	dl, _, err := c.workflowDriver()
 	if err != nil {
 		return nil, err

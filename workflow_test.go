@@ -25,6 +25,7 @@ type faultyWorkflowDriver struct {
 	}
 	failAck   atomic.Pointer[string]
 	failQueue atomic.Pointer[string]
+	deadLists atomic.Int64
 }
 
 func (d *faultyWorkflowDriver) Ack(ctx context.Context, refs []backend.Ref) ([]error, error) {
@@ -54,6 +55,7 @@ func (d *faultyWorkflowDriver) MarkList(ctx context.Context, q, prefix string) (
 	return d.mem.MarkList(ctx, q, prefix)
 }
 func (d *faultyWorkflowDriver) DeadList(ctx context.Context, q string, p backend.DeadListParams) (backend.DeadPage, error) {
+	d.deadLists.Add(1)
 	return d.mem.DeadList(ctx, q, p)
 }
 func (d *faultyWorkflowDriver) DeadReplay(ctx context.Context, q string, f backend.DeadFilter) (int, error) {
@@ -225,5 +227,46 @@ func TestWorkflowDeletedByAnotherClient(t *testing.T) {
 	}
 	if _, step := receiveStep(t, c2, "q", 5*time.Second).Workflow(); step != "b" {
 		t.Fatalf("after the new a received step %q, want b", step)
+	}
+}
+
+// A client that has not read a workflow yet, acking a batch of its steps,
+// reads its manifest once, not once per step.
+func TestWorkflowManifestReadOnce(t *testing.T) {
+	b := memory.NewBroker(memory.BrokerOptions{})
+	starter, err := fila.New(b.Open())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer starter.Close()
+	mem := b.Open()
+	drv := &faultyWorkflowDriver{Driver: mem, mem: mem}
+	c, err := fila.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	steps := []fila.WorkflowStep{{Name: "cb", Queue: "cb", Message: fila.Message{Kind: "cb"}}}
+	for i := range 16 {
+		name := "s" + string(rune('a'+i))
+		steps = append(steps, fila.WorkflowStep{Name: name, Queue: "q", Message: fila.Message{Kind: "s"}})
+		steps[0].After = append(steps[0].After, name)
+	}
+	if _, err := starter.WorkflowStart(ctx, fila.WorkflowParams{Steps: steps}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := c.Receive(ctx, "q", fila.ReceiveParams{Max: 16})
+	if err != nil || len(ds) != 16 {
+		t.Fatalf("Receive: %d, %v", len(ds), err)
+	}
+	if err := c.AckBatch(ctx, ds); err != nil {
+		t.Fatalf("AckBatch: %v", err)
+	}
+	if n := drv.deadLists.Load(); n != 1 {
+		t.Errorf("acking 16 steps read the manifest %d times, want once", n)
+	}
+	if _, step := receiveStep(t, c, "cb", 5*time.Second).Workflow(); step != "cb" {
+		t.Errorf("received step %q, want cb", step)
 	}
 }
