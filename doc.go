@@ -206,8 +206,10 @@
 // creates its release mark (of concurrent callers in any processes exactly
 // one), enqueues it and marks it enqueued. A step is enqueued exactly
 // once, except in one case: when the process that won the release died
-// between the enqueue and that mark, the dependency's next delivery
-// enqueues the step again unless the step is done; a driver with dedup
+// between the enqueue and that mark (or is still between them while a
+// dependency that raced and lost is redelivered and acked), the
+// dependency's next delivery enqueues the step again unless the step is
+// done; a driver with dedup
 // keys (all but RabbitMQ) refuses that copy while the first is pending,
 // so there a second copy needs the first one to complete within that
 // round trip as well. An ack costs, besides the ack, a mark read, one mark

@@ -105,7 +105,7 @@ func (c *Client) workflowAck(ctx context.Context, d *Delivery) error {
 				continue
 			}
 		}
-		if err := c.wfRelease(ctx, ix, e.step, again); err != nil {
+		if err := c.wfRelease(ctx, ix, e.step, x, again); err != nil {
 			return err
 		}
 	}
@@ -142,21 +142,28 @@ func (c *Client) wfMarksAll(ctx context.Context, home, prefix string, n int, nam
 
 // wfRelease enqueues step s, whose dependencies are all done, unless
 // another ack (or a cancel) did first, and then sets its mark "enq/<s>".
-// With again (this dependency's bookkeeping ran before: its process may
-// have died after winning the release and before enqueueing) a lost race
-// still enqueues s when neither "enq/<s>" nor s's done mark exists: the
-// winner died between its two writes (or is between them now, the one
-// round trip in which a second copy can be made; the step's dedup key,
-// where the driver has them, refuses it while the first is pending).
-func (c *Client) wfRelease(ctx context.Context, ix *wfIndex, s int, again bool) error {
+// Each ack that races for the release first sets "try/<s>/<x>" (x: the
+// step it acks). A lost race enqueues s anyway only when x raced in an
+// earlier run of its bookkeeping (again: a redelivery, or a second run
+// after a failed ack), so x may have won then and died before enqueueing,
+// and neither "enq/<s>" nor s's done mark exists. A second copy can then
+// come only from the winner being between its enqueue and its "enq/<s>"
+// (died there, or still at it while x's earlier losing run is redone),
+// and the step's dedup key, where the driver has them, refuses it while
+// the first is pending.
+func (c *Client) wfRelease(ctx context.Context, ix *wfIndex, s, x int, again bool) error {
 	home := workflowQueue(ix.m.ID)
 	st := ix.m.Steps[s]
+	fresh, err := c.marker.MarkSet(ctx, home, "try/"+st.Name+"/"+ix.m.Steps[x].Name, time.Time{}, true)
+	if err != nil {
+		return err
+	}
 	won, err := c.marker.MarkSet(ctx, home, "rel/"+st.Name, time.Time{}, true)
 	if err != nil {
 		return err
 	}
 	if !won {
-		if !again {
+		if !again || fresh {
 			return nil
 		}
 		for _, mark := range []string{"enq/" + st.Name, ix.doneMark(s)} {

@@ -3,6 +3,7 @@ package fila_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ type faultyWorkflowDriver struct {
 	}
 	failAck   atomic.Pointer[string]
 	failQueue atomic.Pointer[string]
+	failMark  atomic.Pointer[string] // a mark name prefix
 	deadLists atomic.Int64
 }
 
@@ -43,6 +45,9 @@ func (d *faultyWorkflowDriver) Enqueue(ctx context.Context, queue string, msgs [
 }
 
 func (d *faultyWorkflowDriver) MarkSet(ctx context.Context, q, n string, until time.Time, onlyNew bool) (bool, error) {
+	if p := d.failMark.Load(); p != nil && strings.HasPrefix(n, *p) && d.failMark.CompareAndSwap(p, nil) {
+		return false, backend.ErrUnavailable
+	}
 	return d.mem.MarkSet(ctx, q, n, until, onlyNew)
 }
 func (d *faultyWorkflowDriver) MarkGet(ctx context.Context, q, n string) (bool, error) {
@@ -268,5 +273,54 @@ func TestWorkflowManifestReadOnce(t *testing.T) {
 	}
 	if _, step := receiveStep(t, c, "cb", 5*time.Second).Workflow(); step != "cb" {
 		t.Errorf("received step %q, want cb", step)
+	}
+}
+
+// A dependency whose first ack ran its bookkeeping before the fan-in was
+// complete, and then failed, comes back while the winner of the release
+// is between its enqueue and its mark of it (here: failed there): having
+// never raced for the release, the dependency's second ack leaves it to
+// the winner's own next delivery, so the callback is enqueued once.
+func TestWorkflowRedeliveredLoserLeavesRelease(t *testing.T) {
+	mem := memory.NewBroker(memory.BrokerOptions{}).Open()
+	drv := &faultyWorkflowDriver{Driver: mem, mem: mem}
+	c, err := fila.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.WorkflowStart(ctx, fila.WorkflowParams{Steps: []fila.WorkflowStep{
+		{Name: "x", Queue: "x", Message: fila.Message{Kind: "x"}},
+		{Name: "y", Queue: "y", Message: fila.Message{Kind: "y"}},
+		{Name: "cb", Queue: "callbacks", After: []string{"x", "y"}, Message: fila.Message{Kind: "cb"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ys, err := c.Receive(ctx, "y", fila.ReceiveParams{Max: 1, Lease: 200 * time.Millisecond})
+	if err != nil || len(ys) != 1 {
+		t.Fatalf("Receive(y): %d, %v", len(ys), err)
+	}
+	drv.failAck.Store(&ys[0].ID)
+	if err := ys[0].Ack(ctx); !errors.Is(err, fila.ErrUnavailable) { // y marked done, not acked
+		t.Fatalf("Ack(y) through a failing ack: %v, want ErrUnavailable", err)
+	}
+	x := receiveStep(t, c, "x", 5*time.Second)
+	prefix := "enq/"
+	drv.failMark.Store(&prefix)
+	if err := x.Ack(ctx); !errors.Is(err, fila.ErrUnavailable) { // cb enqueued, not marked so
+		t.Fatalf("Ack(x) with the enqueued mark failing: %v, want ErrUnavailable", err)
+	}
+	cb := receiveStep(t, c, "callbacks", 5*time.Second)
+	y := receiveStep(t, c, "y", 5*time.Second) // y, its lease expired
+	if y.Attempt != 2 {
+		t.Fatalf("received y attempt %d, want 2", y.Attempt)
+	}
+	if err := y.Ack(ctx); err != nil {
+		t.Fatalf("Ack(y) again: %v", err)
+	}
+	expectNoStep(t, c, "callbacks")
+	if err := cb.Ack(ctx); err != nil {
+		t.Fatalf("Ack(cb): %v", err)
 	}
 }
