@@ -22,6 +22,9 @@ const earlyTolerance = 100 * time.Millisecond
 
 type suite struct {
 	h Harness
+	// wfMu runs the workflow tests one at a time on a stand-in server
+	// (see needWorkflows).
+	wfMu sync.Mutex
 }
 
 // Run runs the whole suite against the driver h opens. Its subtests run
