@@ -184,36 +184,36 @@ func workflowDerivedID(id, what string) string {
 	return uuidtext.Format(b)
 }
 
-func validateStepName(kind, name string) error {
-	max := MaxStepNameLen
-	if kind == "workflow id" {
-		max = MaxWorkflowIDLen
-	}
+// validateWorkflowName checks a workflow id or step name (what names it,
+// for the error): 1 to max bytes of the queue-name alphabet.
+func validateWorkflowName(what string, max int, name string) error {
 	if name == "" || len(name) > max {
-		return invalidf("%s %.40q must be 1 to %d bytes", kind, name, max)
+		return invalidf("%s %.40q must be 1 to %d bytes", what, name, max)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 		if i == 0 && !alnum {
-			return invalidf("%s %q must start with a letter or digit", kind, name)
+			return invalidf("%s %q must start with a letter or digit", what, name)
 		}
 		if !alnum && c != '.' && c != '_' && c != '-' {
-			return invalidf("%s %q has %q; use letters, digits, '.', '_' and '-'", kind, name, c)
+			return invalidf("%s %q has %q; use letters, digits, '.', '_' and '-'", what, name, c)
 		}
 	}
 	return nil
 }
 
 // ValidateWorkflowID reports whether id is a valid workflow id.
-func ValidateWorkflowID(id string) error { return validateStepName("workflow id", id) }
+func ValidateWorkflowID(id string) error {
+	return validateWorkflowName("workflow id", MaxWorkflowIDLen, id)
+}
 
 // newIndex checks m's graph and indexes it.
 func newIndex(m wfManifest) (*wfIndex, error) {
 	n := len(m.Steps)
 	ix := &wfIndex{m: m, byName: make(map[string]int, n), deps: make([][]int, n), next: make([][]wfEdge, n)}
 	for i, s := range m.Steps {
-		if err := validateStepName("step name", s.Name); err != nil {
+		if err := validateWorkflowName("step name", MaxStepNameLen, s.Name); err != nil {
 			return nil, err
 		}
 		if _, dup := ix.byName[s.Name]; dup {
