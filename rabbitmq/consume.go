@@ -56,6 +56,12 @@ type puller struct {
 	levelHint    uint64
 	levelCheckAt time.Time
 
+	// returned holds, by message id, the messages that went back to the
+	// queue from this puller's buffer without being handed out (see
+	// noteReturnedLocked), so that their next delivery here does not show
+	// an attempt nobody made.
+	returned map[string]returnRec
+
 	// countCh is the channel of the level queues' passive declares
 	// (countLevel), on the connection countSess.
 	countMu   sync.Mutex
@@ -117,6 +123,77 @@ type entry struct {
 	attempt  int
 	deadline time.Time
 	runAt    time.Time // for a message taken early by ReceiveDelayed: its run-at
+}
+
+// returnRec is a message that went back to its queue unseen: its count of
+// prior attempts when it was buffered, and how many such returns since.
+type returnRec struct {
+	base, returns int
+}
+
+// maxReturned bounds a puller's returned records. When it is full, a record
+// is dropped at random: that message's next delivery here may then show one
+// attempt more than it had, as it would on another client.
+const maxReturned = 4096
+
+// noteReturnedLocked records that e's message, never handed out, went back
+// to its queue: given back (basic.nack with requeue), or requeued by the
+// broker when its channel closed. A quorum queue counts a channel's death in
+// x-delivery-count, and RabbitMQ before 4.3 counts a nack too: the message
+// comes back showing a delivery that no Receive made. When it comes back to
+// this puller with exactly the count the returns explain, priorLocked takes
+// them off; a count that differs (another client received it, failed or
+// crashed meanwhile, or the broker did not count the return) is taken as
+// it is.
+func (p *puller) noteReturnedLocked(e *entry) {
+	id := e.dv.MessageId
+	if id == "" {
+		return
+	}
+	raw := priorAttempts(&e.dv)
+	r, ok := p.returned[id]
+	if ok && raw == r.base+r.returns {
+		r.returns++
+	} else {
+		r = returnRec{base: raw, returns: 1}
+	}
+	if p.returned == nil {
+		p.returned = map[string]returnRec{}
+	}
+	if _, had := p.returned[id]; !had && len(p.returned) >= maxReturned {
+		for k := range p.returned {
+			delete(p.returned, k)
+			break
+		}
+	}
+	p.returned[id] = r
+}
+
+// priorLocked is how many deliveries dv's message had before this one
+// (priorAttempts), without the returns noteReturnedLocked recorded when its
+// count is what they explain. The record goes: dv is now handed out or
+// republished.
+func (p *puller) priorLocked(dv *amqp.Delivery) int {
+	raw := priorAttempts(dv)
+	r, ok := p.returned[dv.MessageId]
+	if !ok {
+		return raw
+	}
+	delete(p.returned, dv.MessageId)
+	if raw == r.base+r.returns {
+		return r.base
+	}
+	return raw
+}
+
+// noteBufferLostLocked records the buffered messages of cs, whose channel
+// closed, as returned, and empties the buffer.
+func (p *puller) noteBufferLostLocked(cs *chanState) {
+	for _, e := range cs.buf {
+		p.noteReturnedLocked(e)
+	}
+	clear(cs.buf)
+	cs.buf = nil
 }
 
 func newPuller(d *Driver, queue string, n names) *puller {
@@ -463,7 +540,7 @@ func (p *puller) takeLocked(cs *chanState, want int, lease time.Duration) []back
 	for _, e := range cs.buf[:n] {
 		e.leased = true
 		e.deadline = now.Add(lease)
-		e.attempt = priorAttempts(&e.dv) + 1
+		e.attempt = p.priorLocked(&e.dv) + 1
 		out = append(out, backend.Delivery{
 			Message:   decode(&e.dv),
 			Attempt:   e.attempt,
@@ -646,6 +723,7 @@ func (p *puller) open(ctx context.Context) (*chanState, error) {
 			p.cs = nil
 			p.broadcastLocked()
 		}
+		p.noteBufferLostLocked(cs)
 		p.mu.Unlock()
 		if e != nil {
 			p.d.log.Debug("rabbitmq: consumer channel closed; its leases are lost", slog.String("queue", p.queue), slog.Any("error", e))
@@ -706,6 +784,7 @@ func (p *puller) dropChannel(cs *chanState) {
 	}
 	p.cs = nil
 	p.broadcastLocked()
+	p.noteBufferLostLocked(cs)
 	p.mu.Unlock()
 	_ = cs.ch.Close()
 }
@@ -1145,17 +1224,21 @@ func (p *puller) detachBufferLocked(cs *chanState) []*entry {
 // leaves each message exactly once in the broker (the channel's death
 // requeues whatever was not nacked yet). RabbitMQ 4.3 and later do not
 // count a nack as a delivery; earlier versions count it in
-// x-delivery-count, so there a given-back message shows one more attempt
-// when it is handed out (the same as for a client that crashes holding it
-// buffered). A give-back used to publish copies and ack the originals,
-// which kept the count exact but left both copies when the process died
-// between the two.
+// x-delivery-count; the puller records the give-back (noteReturnedLocked),
+// so that the message does not show that extra attempt when it comes back
+// to this client (on another client it does, as it does for a message a
+// crashed client held buffered). A give-back used to publish copies and ack
+// the originals, which kept the count exact but left both copies when the
+// process died between the two.
 func (p *puller) giveBack(cs *chanState, items []*entry) {
 	if len(items) == 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, e := range items {
+		p.noteReturnedLocked(e)
+	}
 	if p.cs != cs {
 		return // the channel died: the broker requeued them
 	}
@@ -1177,7 +1260,10 @@ func (p *puller) hop(cs *chanState, e *entry, runAt time.Time) {
 			return err
 		}
 		pub := copyOf(&e.dv)
-		pub.Headers[hAttempts] = int64(priorAttempts(&e.dv))
+		p.mu.Lock()
+		prior := p.priorLocked(&e.dv)
+		p.mu.Unlock()
+		pub.Headers[hAttempts] = int64(prior)
 		key, err := s.delayKeyAt(ctx, p.queue, p.n, levelOf(pub.Headers), runAt)
 		if err != nil {
 			return err

@@ -108,8 +108,12 @@
 // gives them back unused (fila_buffer_idle, a Receive whose context ended
 // as they arrived, Close, a Retry, Release or Dead while no Receive waits
 // on the client, which cancels its consumer and gives back what was on its
-// way), closes or crashes count an attempt too; on RabbitMQ 4.3 and later
-// a give-back no longer counts.
+// way), or that loses its connection with them buffered, are counted by
+// the broker (a give-back only before RabbitMQ 4.3). The client remembers
+// them (up to 4,096 per queue): when one comes back to it with exactly the
+// count those returns explain, it shows the attempt it would have had. A
+// message that another client, or a process started again, receives next
+// shows the extra attempt, as does one a crashed client held buffered.
 //
 // AMQP does not answer an ack: nil means the ack was written, and if the
 // connection breaks before the broker reads it the message is delivered

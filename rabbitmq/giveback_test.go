@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"testing"
@@ -87,9 +88,9 @@ func TestGiveBackPublishesNothing(t *testing.T) {
 		for _, dl := range ds {
 			got[dl.ID]++
 			// RabbitMQ before 4.3 counts the nack of a give-back as a
-			// delivery; 4.3 and later do not.
-			if dl.Attempt < 1 || dl.Attempt > 2 {
-				t.Errorf("given-back message %s has attempt %d; want 1 or 2", dl.ID, dl.Attempt)
+			// delivery; the driver takes it off, as nobody received it.
+			if dl.Attempt != 1 {
+				t.Errorf("given-back message %s has attempt %d; want 1", dl.ID, dl.Attempt)
 			}
 		}
 	}
@@ -100,6 +101,103 @@ func TestGiveBackPublishesNothing(t *testing.T) {
 	}
 	if len(got) != len(later) {
 		t.Errorf("after the give-back, %d distinct messages came back; want %d", len(got), len(later))
+	}
+}
+
+// TestLostBufferKeepsAttempts: messages the broker pushed into a client's
+// buffer go back to the queue when the connection dies, and a quorum queue
+// counts that in x-delivery-count; nobody received them, so when they come
+// back to the same client they show attempt 1. The ones that were handed
+// out show attempt 2: they were delivered.
+func TestLostBufferKeepsAttempts(t *testing.T) {
+	u, err := url.Parse(testenv.RabbitMQURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("fila_buffer_idle", "1m") // no give-back: the buffer stays until the connection dies
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	drv, err := Open(ctx, u, backend.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := drv.(*Driver)
+	t.Cleanup(func() { _ = d.Close() })
+	queue := fmt.Sprintf("lostbuf-%d", time.Now().UnixNano())
+	t.Cleanup(func() { _ = d.QueueDelete(context.Background(), queue) })
+	enq := func(n int) []string {
+		var ids []string
+		var msgs []backend.Message
+		for i := 0; i < n; i++ {
+			id := fmt.Sprintf("%s-%d-%d", queue, i, time.Now().UnixNano())
+			ids = append(ids, id)
+			msgs = append(msgs, testMsg(id))
+		}
+		if _, err := d.Enqueue(ctx, queue, msgs); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	handed := map[string]bool{}
+	for _, id := range enq(2) {
+		handed[id] = true
+	}
+	var first []backend.Delivery
+	for len(first) < 2 {
+		ds, err := d.Receive(ctx, queue, backend.ReceiveParams{Max: 5 - len(first), Lease: time.Minute})
+		if err != nil {
+			t.Fatalf("Receive after %d of 2 deliveries: %v", len(first), err)
+		}
+		first = append(first, ds...)
+	}
+	buffered := enq(3) // pushed into the buffer: the consumer has 3 credits left
+	p := d.existingPuller(queue)
+	waitUntil(t, 10*time.Second, "three messages in the buffer", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.cs != nil && len(p.cs.buf) == 3
+	})
+	p.mu.Lock()
+	old := p.cs
+	p.mu.Unlock()
+	_ = d.currentSession(t).conn.Close() // the connection dies: the broker requeues all five
+	// Until the puller hears of it, a Receive would still hand out the dead
+	// channel's buffer.
+	waitUntil(t, 10*time.Second, "the puller to drop the dead channel", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.cs != old
+	})
+
+	want := map[string]int{}
+	for _, id := range buffered {
+		want[id] = 1
+	}
+	for id := range handed {
+		want[id] = 2
+	}
+	got := map[string]int{}
+	for len(got) < len(want) {
+		ds, err := d.Receive(ctx, queue, backend.ReceiveParams{Max: 10, Lease: time.Minute})
+		if errors.Is(err, backend.ErrUnavailable) && ctx.Err() == nil {
+			continue // reconnecting
+		}
+		if err != nil {
+			t.Fatalf("Receive after the connection died: %d of %d: %v", len(got), len(want), err)
+		}
+		for _, dl := range ds {
+			if _, dup := got[dl.ID]; dup {
+				t.Errorf("message %s came back twice", dl.ID)
+			}
+			got[dl.ID] = dl.Attempt
+		}
+	}
+	for id, a := range want {
+		if got[id] != a {
+			t.Errorf("message %s (handed out: %v) has attempt %d after the connection died; want %d", id, handed[id], got[id], a)
+		}
 	}
 }
 

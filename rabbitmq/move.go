@@ -276,7 +276,7 @@ func (p *puller) getHeld(ctx context.Context, name string, delayed bool) (heldGe
 	if *stand == nil {
 		*stand = &consumer{}
 	}
-	e := &entry{dv: dv, cons: *stand, leased: true, busy: true, attempt: priorAttempts(&dv) + 1}
+	e := &entry{dv: dv, cons: *stand, leased: true, busy: true, attempt: p.priorLocked(&dv) + 1}
 	if ms := intHeader(dv.Headers, hRunAt); ms != 0 && delayed {
 		e.runAt = time.UnixMilli(ms)
 	}

@@ -53,9 +53,10 @@ type Options struct {
 	// back to the queue for other consumers (default 1s), and how long an
 	// idle consumer keeps credit no message was pushed for before it is
 	// cancelled, so that it pulls in nothing others wait for. A give-back counts
-	// as a delivery on RabbitMQ before 4.3, so a short BufferIdle on a busy
-	// machine (where a Receive can come late) costs attempts. URL parameter
-	// fila_buffer_idle.
+	// as a delivery on RabbitMQ before 4.3, which this client takes off when
+	// the message comes back to it but another does not, so a short
+	// BufferIdle on a busy machine with several consumers (where a Receive can
+	// come late) costs attempts. URL parameter fila_buffer_idle.
 	BufferIdle time.Duration
 	// ReconnectMax caps the backoff between reconnection attempts (default
 	// 2s, so calls resume within about 2s of the broker answering again;
