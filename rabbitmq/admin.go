@@ -204,7 +204,10 @@ func (s *session) count(ctx context.Context, name string) (int64, error) {
 	if errors.As(err, &ae) && ae.Code == amqp.NotFound {
 		return 0, nil
 	}
-	return n, mapErr(ctx, "count "+name, err)
+	if err != nil {
+		return 0, mapErr(ctx, "count "+name, err) // n is fn's until fn returns
+	}
+	return n, nil
 }
 
 // deadScan holds a dead-letter queue's messages, taken with basic.get and
@@ -582,7 +585,10 @@ func (d *Driver) DeadPurge(ctx context.Context, queue string, f backend.DeadFilt
 		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
 			return 0, nil
 		}
-		return purged, mapErr(ctx, "purge dead letters", err)
+		if err != nil {
+			return 0, mapErr(ctx, "purge dead letters", err) // purged is fn's until fn returns
+		}
+		return purged, nil
 	}
 	return d.deadOp(ctx, queue, f, func(*session, names, *deadScan, []int) error { return nil })
 }

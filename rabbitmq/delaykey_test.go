@@ -30,12 +30,12 @@ func TestSlowDelayDeclarationIsNotLate(t *testing.T) {
 	}
 	const hold = 80 * time.Millisecond
 	due := time.Now().Add(time.Second)
-	s.ctlMu.Lock()
+	s.ctl.turn <- struct{}{} // another control call holds the channel
 	released := make(chan struct{})
 	go func() {
 		defer close(released)
 		time.Sleep(hold)
-		s.ctlMu.Unlock()
+		<-s.ctl.turn
 	}()
 	key, err := s.delayKey(ctx, queue, n, due)
 	left := time.Until(due)

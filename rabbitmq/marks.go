@@ -286,25 +286,8 @@ func (s *session) recordedMarks(ctx context.Context, n names) ([]string, error) 
 	return out, nil
 }
 
-// withProbe runs fn on the probe channel, opening a fresh one after a
-// channel exception (a probe of an absent mark is a 404, which closes it).
+// withProbe runs fn on the probe channel (see ctlChan.run), which a probe
+// of an absent mark (a 404) closes.
 func (s *session) withProbe(ctx context.Context, fn func(ch *amqp.Channel) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.probeMu.Lock()
-	defer s.probeMu.Unlock()
-	if s.probe == nil || s.probe.IsClosed() {
-		ch, err := s.conn.Channel()
-		if err != nil {
-			return err
-		}
-		s.probe = ch
-	}
-	err := fn(s.probe)
-	var ae *amqp.Error
-	if errors.As(err, &ae) {
-		s.probe = nil // closed by the broker; never reused (see withCtl)
-	}
-	return err
+	return s.probe.run(ctx, s.conn, fn)
 }

@@ -30,13 +30,11 @@ type session struct {
 	blocked chan struct{} // closed while the broker blocks this connection
 	reason  string
 
-	ctlMu sync.Mutex
-	ctl   *amqp.Channel
-	// probeMu and probe are a control channel of the mark probes alone
-	// (a client probes its queues' pause marks once per control
-	// interval): they do not wait behind other control calls.
-	probeMu sync.Mutex
-	probe   *amqp.Channel
+	ctl ctlChan
+	// probe is a control channel of the mark probes alone (a client probes
+	// its queues' pause marks once per control interval): they do not wait
+	// behind other control calls.
+	probe ctlChan
 
 	pub publisher
 
@@ -70,6 +68,8 @@ func newSession(d *Driver, conn *amqp.Connection) *session {
 
 		registries: map[string]bool{},
 		topics:     map[string]bool{},
+		ctl:        newCtlChan(),
+		probe:      newCtlChan(),
 	}
 	s.pub.s = s
 	return s
@@ -149,32 +149,80 @@ func (s *session) isDead() bool {
 	}
 }
 
-// withCtl runs fn on the control channel, reopening it after a channel
-// error (a failed passive declare closes it). Calls are serialized: amqp091
-// does not match concurrent synchronous replies on one channel.
+// withCtl runs fn on the control channel (see ctlChan.run).
 func (s *session) withCtl(ctx context.Context, fn func(ch *amqp.Channel) error) error {
+	return s.ctl.run(ctx, s.conn, fn)
+}
+
+// ctlChan is a channel for synchronous control methods (declares, deletes,
+// binds, probes), opened on first use and again after a channel error.
+// Calls take turns: amqp091 does not match concurrent synchronous replies
+// on one channel.
+type ctlChan struct {
+	turn chan struct{} // holds a token while a call runs
+	ch   *amqp.Channel // the open channel, nil when none; the turn's holder's
+}
+
+func newCtlChan() ctlChan { return ctlChan{turn: make(chan struct{}, 1)} }
+
+// run runs fn on the channel, opening one if needed, and returns when fn
+// does or ctx ends, whichever comes first. amqp091's synchronous methods take
+// no context, and a broker can leave one unanswered for good (a cluster
+// whose quorum queues could not elect leaders once left every queue.declare
+// unanswered, and the calls of a whole test suite waited for them for ten
+// minutes): fn runs on a goroutine of its own, and when ctx ends first, run
+// returns ctx's error and leaves the channel to that goroutine, which
+// closes it once fn returns (the connection's end returns it at the
+// latest); the next call opens another. So fn must not write what its
+// caller reads after an error, nor state shared beyond the call.
+func (c *ctlChan) run(ctx context.Context, conn *amqp.Connection, fn func(ch *amqp.Channel) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.ctlMu.Lock()
-	defer s.ctlMu.Unlock()
-	if s.ctl == nil || s.ctl.IsClosed() {
-		ch, err := s.conn.Channel()
-		if err != nil {
-			return err
+	select {
+	case c.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.turn }()
+	type result struct {
+		ch  *amqp.Channel
+		err error
+	}
+	done := make(chan result, 1)
+	ch := c.ch
+	go func() {
+		if ch == nil || ch.IsClosed() {
+			var err error
+			if ch, err = conn.Channel(); err != nil {
+				done <- result{nil, err}
+				return
+			}
 		}
-		s.ctl = ch
+		done <- result{ch, fn(ch)}
+	}()
+	select {
+	case r := <-done:
+		c.ch = r.ch
+		var ae *amqp.Error
+		if errors.As(r.err, &ae) {
+			// A channel exception (404 of a probe, 406 of a declare) closes
+			// the channel on the broker at once, while amqp091 may not have
+			// marked it closed yet: a frame sent on it meanwhile makes the
+			// broker close the whole connection (504 CHANNEL_ERROR). Never
+			// reuse it.
+			c.ch = nil
+		}
+		return r.err
+	case <-ctx.Done():
+		c.ch = nil
+		go func() {
+			if r := <-done; r.ch != nil {
+				_ = r.ch.Close()
+			}
+		}()
+		return ctx.Err()
 	}
-	err := fn(s.ctl)
-	var ae *amqp.Error
-	if errors.As(err, &ae) {
-		// A channel exception (404 of a probe, 406 of a declare) closes the
-		// channel on the broker at once, while amqp091 may not have marked it
-		// closed yet: a frame sent on it meanwhile makes the broker close the
-		// whole connection (504 CHANNEL_ERROR). Never reuse it.
-		s.ctl = nil
-	}
-	return err
 }
 
 // markerQueue returns the name of the connection's marker queue for stats
@@ -186,15 +234,16 @@ func (s *session) markerQueue(ctx context.Context) (string, error) {
 	if s.marker != "" {
 		return s.marker, nil
 	}
+	var name string
 	err := s.withCtl(ctx, func(ch *amqp.Channel) error {
 		q, err := ch.QueueDeclare("", false, false, true, false, nil)
-		s.marker = q.Name
+		name = q.Name
 		return err
 	})
 	if err != nil {
-		s.marker = ""
 		return "", mapErr(ctx, "declare the stats marker queue", err)
 	}
+	s.marker = name
 	return s.marker, nil
 }
 

@@ -19,7 +19,8 @@ import (
 type Proxy struct {
 	target string
 	addr   string
-	stall  atomic.Int64 // ns to hold the next server-to-client bytes
+	stall  atomic.Int64  // ns to hold the next server-to-client bytes
+	done   chan struct{} // closed when the test ends: a held reply is dropped
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -35,9 +36,10 @@ func StartProxy(tb testing.TB, target string) *Proxy {
 	if err != nil {
 		tb.Fatalf("testenv: proxy listen: %v", err)
 	}
-	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	p.serve(ln)
 	tb.Cleanup(func() {
+		close(p.done)
 		p.Break()
 		p.wg.Wait()
 	})
@@ -129,7 +131,12 @@ func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 			n, err := src.Read(buf)
 			if n > 0 {
 				if d := p.stall.Swap(0); d > 0 {
-					time.Sleep(time.Duration(d))
+					t := time.NewTimer(time.Duration(d))
+					select {
+					case <-t.C:
+					case <-p.done: // Break closed dst: the write below fails
+						t.Stop()
+					}
 				}
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					break
