@@ -9,75 +9,19 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fila-go/fila"
+	"github.com/fila-go/fila/internal/testenv"
 	"github.com/fila-go/fila/ui"
 )
 
-// diamond is a workflow A → B, A → C, B+C → D started for a test, on
-// queues q1 (A, B) and q2 (C, D), deleted when the test ends.
-type diamond struct {
-	id     string
-	q1, q2 string
-	// msg are the steps' message ids by name.
-	msg map[string]string
-}
-
-// startDiamond starts a diamond workflow, or skips the test when the
-// driver cannot run workflows.
-func startDiamond(t *testing.T, c *fila.Client, b broker) diamond {
+// startDiamond starts a diamond workflow (testenv.StartDiamond) whose
+// bodies are markup, on queues deleted when the test ends, or skips the
+// test when the driver cannot run workflows.
+func startDiamond(t *testing.T, c *fila.Client, b broker) testenv.Diamond {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w := diamond{id: unique("wf"), q1: newQueue(t, c, "wfq1"), q2: newQueue(t, c, "wfq2"), msg: map[string]string{}}
-	step := func(name, q string, after ...string) fila.WorkflowStep {
-		return fila.WorkflowStep{Name: name, Queue: q, After: after,
-			Message: fila.Message{Kind: "wf." + name, Body: []byte("<script>alert('" + name + "')</script>")}}
-	}
-	_, err := c.WorkflowStart(ctx, fila.WorkflowParams{ID: w.id, Steps: []fila.WorkflowStep{
-		step("A", w.q1), step("B", w.q1, "A"), step("C", w.q2, "A"), step("D", w.q2, "B", "C"),
-	}})
-	if errors.Is(err, fila.ErrUnsupported) {
-		t.Skipf("the %s driver cannot run workflows: %v", b.name, err)
-	}
-	if err != nil {
-		t.Fatalf("WorkflowStart: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = c.WorkflowDelete(ctx, w.id)
-	})
-	st, err := c.WorkflowShow(ctx, w.id)
-	if err != nil {
-		t.Fatalf("WorkflowShow: %v", err)
-	}
-	for _, s := range st.Steps {
-		w.msg[s.Name] = s.MessageID
-	}
-	return w
-}
-
-// receiveStep receives from queue until it gets the message id, which it
-// returns leased for a minute; it fails on any other message (the test's
-// queues hold only its own steps).
-func receiveStep(t *testing.T, c *fila.Client, queue, id string) *fila.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Max: 1, Lease: time.Minute})
-		if err != nil {
-			t.Fatalf("receiving step %s from %s: %v", id, queue, err)
-		}
-		for _, d := range ds {
-			if d.ID != id {
-				t.Fatalf("received %s (%v) from %s, want step %s", d.ID, d.Headers, queue, id)
-			}
-			return d
-		}
-	}
+	return testenv.StartDiamond(t, c, b.name, unique("wf"), newQueue(t, c, "wfq1"), newQueue(t, c, "wfq2"),
+		func(step string) []byte { return []byte("<script>alert('" + step + "')</script>") })
 }
 
 // stepCell is what a workflow page shows of a step.
@@ -144,25 +88,25 @@ func TestWorkflowPages(t *testing.T) {
 			t.Errorf("navigation links the workflows at %q", got)
 		}
 		list := d.get("/workflows", http.StatusOK)
-		wfURL := "/ops/workflows/" + w.id
+		wfURL := "/ops/workflows/" + w.ID
 		if b.rabbit {
 			if !strings.Contains(list.body, `id="workflows-note"`) || !strings.Contains(list.body, "cannot list its queues") {
 				t.Errorf("the workflows page on RabbitMQ does not say it cannot list them:\n%s", mainText(list.body))
 			}
-		} else if !strings.Contains(list.body, `<a href="`+wfURL+`">`+w.id+`</a>`) {
-			t.Errorf("the workflows page does not link %s:\n%s", w.id, mainText(list.body))
+		} else if !strings.Contains(list.body, `<a href="`+wfURL+`">`+w.ID+`</a>`) {
+			t.Errorf("the workflows page does not link %s:\n%s", w.ID, mainText(list.body))
 		}
 		// The find form opens it by id, on every broker.
-		if r := d.get("/workflows?id="+w.id, http.StatusSeeOther); r.header.Get("Location") != wfURL {
+		if r := d.get("/workflows?id="+w.ID, http.StatusSeeOther); r.header.Get("Location") != wfURL {
 			t.Errorf("find by id redirects to %q, want %q", r.header.Get("Location"), wfURL)
 		}
 
 		// A acked: B and C released; B running, C waiting, D pending.
-		if err := receiveStep(t, c, w.q1, w.msg["A"]).Ack(ctx); err != nil {
+		if err := testenv.ReceiveStep(t, c, w.Q1, w.Msg["A"]).Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
-		dB := receiveStep(t, c, w.q1, w.msg["B"])
-		page := d.get("/workflows/"+w.id, http.StatusOK)
+		dB := testenv.ReceiveStep(t, c, w.Q1, w.Msg["B"])
+		page := d.get("/workflows/"+w.ID, http.StatusOK)
 		cells := stepCells(t, page.body)
 		for name, want := range map[string]string{"A": "done", "B": running, "C": ready, "D": "pending"} {
 			if cells[name].status != want {
@@ -176,7 +120,7 @@ func TestWorkflowPages(t *testing.T) {
 			if cells["B"].attempt != "1" {
 				t.Errorf("running step B shows attempt %q, want 1", cells["B"].attempt)
 			}
-			if want := `<a href="/ops/queues/` + w.q1 + `/messages/` + w.msg["B"] + `">`; !strings.Contains(cells["B"].message, want) {
+			if want := `<a href="/ops/queues/` + w.Q1 + `/messages/` + w.Msg["B"] + `">`; !strings.Contains(cells["B"].message, want) {
 				t.Errorf("running step B does not link its message (%s):\n%s", want, cells["B"].message)
 			}
 		}
@@ -186,16 +130,16 @@ func TestWorkflowPages(t *testing.T) {
 
 		// C dies with markup in its reason: shown as text, and D blocked
 		// by it.
-		if err := receiveStep(t, c, w.q2, w.msg["C"]).Dead(ctx, "<script>x</script>"); err != nil {
+		if err := testenv.ReceiveStep(t, c, w.Q2, w.Msg["C"]).Dead(ctx, "<script>x</script>"); err != nil {
 			t.Fatal(err)
 		}
-		page = d.get("/workflows/"+w.id, http.StatusOK)
+		page = d.get("/workflows/"+w.ID, http.StatusOK)
 		if strings.Contains(page.body, "<script>x") || !strings.Contains(page.body, "&lt;script&gt;x&lt;/script&gt;") {
 			t.Errorf("the dead reason is not escaped:\n%s", mainText(page.body))
 		}
 		cells = stepCells(t, page.body)
 		if c := cells["C"]; c.status != "dead" || c.attempt != "1" || html.UnescapeString(tagRE.ReplaceAllString(c.note, "")) != "<script>x</script>" ||
-			!strings.Contains(c.message, `<a href="/ops/queues/`+w.q2+`/dead/`+w.msg["C"]+`">`) {
+			!strings.Contains(c.message, `<a href="/ops/queues/`+w.Q2+`/dead/`+w.Msg["C"]+`">`) {
 			t.Errorf("dead step C: %+v", c)
 		}
 		if c := cells["D"]; c.status != "pending" || tagRE.ReplaceAllString(c.note, "") != "blocked by C" {
@@ -208,10 +152,10 @@ func TestWorkflowPages(t *testing.T) {
 		// Cancel, through the confirmation: D is dead-lettered with the
 		// cancel's reason, B at its ack.
 		confirm := d.get(strings.TrimPrefix(html.UnescapeString(link(t, page.body, "cancel-workflow")), "/ops"), http.StatusOK)
-		if want := "Cancel workflow " + w.id + " (4 steps: 1 done, 1 " + running + ", 1 pending, 1 dead)?"; !strings.Contains(confirm.body, want) {
+		if want := "Cancel workflow " + w.ID + " (4 steps: 1 done, 1 " + running + ", 1 pending, 1 dead)?"; !strings.Contains(confirm.body, want) {
 			t.Errorf("the confirmation does not ask %q:\n%s", want, mainText(confirm.body))
 		}
-		if st, err := c.WorkflowShow(ctx, w.id); err != nil || st.Cancelled {
+		if st, err := c.WorkflowShow(ctx, w.ID); err != nil || st.Cancelled {
 			t.Fatalf("the confirmation page cancelled the workflow: %v, %v", st.Cancelled, err)
 		}
 		res := d.confirm(link(t, page.body, "cancel-workflow"), nil)
@@ -223,14 +167,14 @@ func TestWorkflowPages(t *testing.T) {
 		if want := "Cancelled the workflow: 1 pending step(s) dead-lettered with reason &#34;workflow cancelled&#34;; 1 step(s) in their queues "; !strings.Contains(after.body, want) {
 			t.Errorf("the page after the cancel does not say what it found (%q):\n%s", want, mainText(after.body))
 		}
-		pg, err := c.DeadList(ctx, w.q2, fila.DeadListParams{IDs: []string{w.msg["D"]}, Limit: 1})
+		pg, err := c.DeadList(ctx, w.Q2, fila.DeadListParams{IDs: []string{w.Msg["D"]}, Limit: 1})
 		if err != nil || len(pg.Letters) != 1 || pg.Letters[0].Reason != fila.ReasonWorkflowCancelled {
-			t.Errorf("dead letters of %s after the cancel: %+v, %v; want step D with reason %q", w.q2, pg.Letters, err, fila.ReasonWorkflowCancelled)
+			t.Errorf("dead letters of %s after the cancel: %+v, %v; want step D with reason %q", w.Q2, pg.Letters, err, fila.ReasonWorkflowCancelled)
 		}
 		if err := dB.Ack(ctx); !errors.Is(err, fila.ErrCancelled) {
 			t.Errorf("ack of running step B after the cancel: %v, want ErrCancelled", err)
 		}
-		page = d.get("/workflows/"+w.id, http.StatusOK)
+		page = d.get("/workflows/"+w.ID, http.StatusOK)
 		cells = stepCells(t, page.body)
 		if strings.Contains(page.body, `id="cancel-workflow"`) || strings.Contains(page.body, `id="blocked-note"`) ||
 			!strings.Contains(page.body, `<span class="badge step-dead">cancelled</span>`) ||
@@ -269,14 +213,14 @@ func TestWorkflowActionsRefused(t *testing.T) {
 	w := startDiamond(t, c, brokerNamed(t, "memory"))
 	cancelled := func() bool {
 		t.Helper()
-		st, err := c.WorkflowShow(ctx, w.id)
+		st, err := c.WorkflowShow(ctx, w.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st.Cancelled
 	}
 	rw := newDash(t, c, ui.Options{})
-	path := "/workflows/" + w.id
+	path := "/workflows/" + w.ID
 	token := html.UnescapeString(csrfRE.FindStringSubmatch(rw.get(path+"/confirm?op=cancel", http.StatusOK).body)[1])
 	rw.get(path+"/confirm?op=explode", http.StatusBadRequest)
 
@@ -380,15 +324,15 @@ func TestBrowserWorkflow(t *testing.T) {
 	ctx := context.Background()
 	c := open(t, "mem://"+unique("uiwfbrowser"))
 	w := startDiamond(t, c, brokerNamed(t, "memory"))
-	if err := receiveStep(t, c, w.q1, w.msg["A"]).Ack(ctx); err != nil {
+	if err := testenv.ReceiveStep(t, c, w.Q1, w.Msg["A"]).Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const reason = `<script>window.pwned=1</script><img src=x onerror="window.pwned=1">`
-	if err := receiveStep(t, c, w.q2, w.msg["C"]).Dead(ctx, reason); err != nil {
+	if err := testenv.ReceiveStep(t, c, w.Q2, w.Msg["C"]).Dead(ctx, reason); err != nil {
 		t.Fatal(err)
 	}
 	srv := serve(t, c, ui.Options{Refresh: -1})
-	path := "/workflows/" + w.id
+	path := "/workflows/" + w.ID
 	bt.open(srv.URL + "/")
 	bt.click("#nav-workflows", "the workflows page", pageOf("/workflows", "#workflows"))
 	bt.click("#workflows a", "the workflow's page", pageOf(path, "#steps"))
@@ -402,7 +346,7 @@ func TestBrowserWorkflow(t *testing.T) {
 		t.Fatal("markup in a dead reason ran")
 	}
 	bt.click("#cancel-workflow", "the cancel confirmation", pageOf(path+"/confirm", "#confirm"))
-	if got := bt.text("#question"); !strings.HasPrefix(got, "Cancel workflow "+w.id+" (4 steps:") {
+	if got := bt.text("#question"); !strings.HasPrefix(got, "Cancel workflow "+w.ID+" (4 steps:") {
 		t.Errorf("the confirmation asks %q", got)
 	}
 	bt.click("#confirm", "the workflow page after the cancel", pageOf(path, "#flash"))

@@ -7,77 +7,21 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fila-go/fila"
 	"github.com/fila-go/fila/internal/testenv"
 )
 
-// diamond is a workflow A → B, A → C, B+C → D started for a test, on
-// queues q1 (A, B) and q2 (C, D), deleted when the test ends.
-type diamond struct {
-	id     string
-	q1, q2 string
-	// msg are the steps' message ids by name.
-	msg map[string]string
-}
-
-// startDiamond starts a diamond workflow, or skips the test when the
-// driver cannot run workflows.
-func startDiamond(t *testing.T, c *fila.Client, b broker) diamond {
+// startDiamond starts a diamond workflow (testenv.StartDiamond) on queues
+// deleted when the test ends, or skips the test when the driver cannot run
+// workflows.
+func startDiamond(t *testing.T, c *fila.Client, b broker) testenv.Diamond {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w := diamond{id: unique("wf"), q1: unique("wfq1"), q2: unique("wfq2"), msg: map[string]string{}}
-	testenv.CleanupQueue(t, c, w.q1)
-	testenv.CleanupQueue(t, c, w.q2)
-	step := func(name, q string, after ...string) fila.WorkflowStep {
-		return fila.WorkflowStep{Name: name, Queue: q, After: after,
-			Message: fila.Message{Kind: "wf." + name, Body: []byte("<b>body of " + name + "</b>")}}
-	}
-	_, err := c.WorkflowStart(ctx, fila.WorkflowParams{ID: w.id, Steps: []fila.WorkflowStep{
-		step("A", w.q1), step("B", w.q1, "A"), step("C", w.q2, "A"), step("D", w.q2, "B", "C"),
-	}})
-	if errors.Is(err, fila.ErrUnsupported) {
-		t.Skipf("the %s driver cannot run workflows: %v", b.name, err)
-	}
-	if err != nil {
-		t.Fatalf("WorkflowStart: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = c.WorkflowDelete(ctx, w.id)
-	})
-	st, err := c.WorkflowShow(ctx, w.id)
-	if err != nil {
-		t.Fatalf("WorkflowShow: %v", err)
-	}
-	for _, s := range st.Steps {
-		w.msg[s.Name] = s.MessageID
-	}
-	return w
-}
-
-// receiveStep receives from queue until it gets the message id, which it
-// returns leased for a minute; it fails on any other message (the test's
-// queues hold only its own steps).
-func receiveStep(t *testing.T, c *fila.Client, queue, id string) *fila.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Max: 1, Lease: time.Minute})
-		if err != nil {
-			t.Fatalf("receiving step %s from %s: %v", id, queue, err)
-		}
-		for _, d := range ds {
-			if d.ID != id {
-				t.Fatalf("received %s (%v) from %s, want step %s", d.ID, d.Headers, queue, id)
-			}
-			return d
-		}
-	}
+	q1, q2 := unique("wfq1"), unique("wfq2")
+	testenv.CleanupQueue(t, c, q1)
+	testenv.CleanupQueue(t, c, q2)
+	return testenv.StartDiamond(t, c, b.name, unique("wf"), q1, q2,
+		func(step string) []byte { return []byte("<b>body of " + step + "</b>") })
 }
 
 // stepRow is one row of fila workflow show's step table.
@@ -122,26 +66,26 @@ func TestWorkflowCommands(t *testing.T) {
 		}
 
 		// Before anything ran: A in its queue, the rest pending.
-		out := ok(t, "", "--url", url, "workflow", "show", w.id)
-		for _, want := range []string{"id:        " + w.id + "\n", "cancelled: no\n", "steps:     4: 1 " + ready + ", 3 pending\n"} {
+		out := ok(t, "", "--url", url, "workflow", "show", w.ID)
+		for _, want := range []string{"id:        " + w.ID + "\n", "cancelled: no\n", "steps:     4: 1 " + ready + ", 3 pending\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("workflow show lacks %q:\n%s", want, out)
 			}
 		}
 		rows := stepRows(t, out)
-		if r := rows["A"]; r.queue != w.q1 || r.status != ready || r.after != "-" || r.id != w.msg["A"] {
+		if r := rows["A"]; r.queue != w.Q1 || r.status != ready || r.after != "-" || r.id != w.Msg["A"] {
 			t.Errorf("step A before it ran: %+v\n%s", r, out)
 		}
-		if r := rows["D"]; r.queue != w.q2 || r.status != "pending" || r.after != "B,C" || r.note != "" {
+		if r := rows["D"]; r.queue != w.Q2 || r.status != "pending" || r.after != "B,C" || r.note != "" {
 			t.Errorf("step D before A ran: %+v\n%s", r, out)
 		}
 
 		// A done releases B and C; B runs, C waits.
-		if err := receiveStep(t, c, w.q1, w.msg["A"]).Ack(ctx); err != nil {
+		if err := testenv.ReceiveStep(t, c, w.Q1, w.Msg["A"]).Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
-		dB := receiveStep(t, c, w.q1, w.msg["B"])
-		out = ok(t, "", "--url", url, "workflow", "show", w.id)
+		dB := testenv.ReceiveStep(t, c, w.Q1, w.Msg["B"])
+		out = ok(t, "", "--url", url, "workflow", "show", w.ID)
 		rows = stepRows(t, out)
 		want := map[string]string{"A": "done", "B": running, "C": ready, "D": "pending"}
 		for name, st := range want {
@@ -155,25 +99,25 @@ func TestWorkflowCommands(t *testing.T) {
 
 		// --json says the same, with every field.
 		var j workflowJSON
-		if err := json.Unmarshal([]byte(ok(t, "", "--url", url, "workflow", "show", w.id, "--json")), &j); err != nil {
+		if err := json.Unmarshal([]byte(ok(t, "", "--url", url, "workflow", "show", w.ID, "--json")), &j); err != nil {
 			t.Fatal(err)
 		}
-		if j.ID != w.id || j.Cancelled || j.Done || len(j.Steps) != 4 || j.Counts["done"] != 1 || j.Counts["pending"] != 1 || j.Created.IsZero() {
+		if j.ID != w.ID || j.Cancelled || j.Done || len(j.Steps) != 4 || j.Counts["done"] != 1 || j.Counts["pending"] != 1 || j.Created.IsZero() {
 			t.Errorf("workflow show --json = %+v", j)
 		}
 		for _, s := range j.Steps {
-			if s.Status != want[s.Name] || s.MessageID != w.msg[s.Name] {
-				t.Errorf("--json step %+v; want status %s, message id %s", s, want[s.Name], w.msg[s.Name])
+			if s.Status != want[s.Name] || s.MessageID != w.Msg[s.Name] {
+				t.Errorf("--json step %+v; want status %s, message id %s", s, want[s.Name], w.Msg[s.Name])
 			}
 		}
 
 		// C dies with a reason holding markup and terminal escapes: it is
 		// shown escaped, first line only, and D is blocked by it.
 		const reason = "<script>x</script> \x1b]0;pwned\x07\x1b[2J gone\nsecond line"
-		if err := receiveStep(t, c, w.q2, w.msg["C"]).Dead(ctx, reason); err != nil {
+		if err := testenv.ReceiveStep(t, c, w.Q2, w.Msg["C"]).Dead(ctx, reason); err != nil {
 			t.Fatal(err)
 		}
-		out = ok(t, "", "--url", url, "workflow", "show", w.id)
+		out = ok(t, "", "--url", url, "workflow", "show", w.ID)
 		if strings.ContainsAny(out, "\x1b\x07") {
 			t.Errorf("workflow show printed a control character of the reason:\n%q", out)
 		}
@@ -187,7 +131,7 @@ func TestWorkflowCommands(t *testing.T) {
 		if !strings.Contains(out, "replay it (fila dead replay -q QUEUE --id MESSAGE-ID)") {
 			t.Errorf("workflow show does not say how to unblock the workflow:\n%s", out)
 		}
-		if err := json.Unmarshal([]byte(ok(t, "", "--url", url, "workflow", "show", w.id, "--json")), &j); err != nil {
+		if err := json.Unmarshal([]byte(ok(t, "", "--url", url, "workflow", "show", w.ID, "--json")), &j); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range j.Steps {
@@ -202,48 +146,48 @@ func TestWorkflowCommands(t *testing.T) {
 			if r.code != exitUnsupported || !strings.Contains(r.stderr, "fila workflow show ID") {
 				t.Errorf("workflow list without queue listing: exit %d, stderr %q; want 4 and a hint", r.code, r.stderr)
 			}
-		} else if r.code != 0 || !strings.Contains("\n"+r.stdout, "\n"+w.id+"\n") {
-			t.Errorf("workflow list: exit %d, stdout %q, stderr %q; want it to list %s", r.code, r.stdout, r.stderr, w.id)
+		} else if r.code != 0 || !strings.Contains("\n"+r.stdout, "\n"+w.ID+"\n") {
+			t.Errorf("workflow list: exit %d, stdout %q, stderr %q; want it to list %s", r.code, r.stdout, r.stderr, w.ID)
 		}
 
 		// An unfinished workflow is not deleted without --force.
-		fails(t, exitError, "is not finished (1 done, 1 "+running+", 1 pending, 1 dead); nothing deleted (cancel it first with 'fila workflow cancel "+w.id+"'", "",
-			"--url", url, "workflow", "delete", w.id, "--yes")
+		fails(t, exitError, "is not finished (1 done, 1 "+running+", 1 pending, 1 dead); nothing deleted (cancel it first with 'fila workflow cancel "+w.ID+"'", "",
+			"--url", url, "workflow", "delete", w.ID, "--yes")
 
 		// Cancel: D, pending, is dead-lettered with the cancel's reason;
 		// B, running, is dead-lettered at its ack.
-		out = ok(t, "", "--url", url, "workflow", "cancel", w.id)
-		if !strings.HasPrefix(out, fmt.Sprintf("cancelled workflow %s: 1 pending step(s) dead-lettered with reason %q; 1 step(s) in their queues ", w.id, fila.ReasonWorkflowCancelled)) ||
+		out = ok(t, "", "--url", url, "workflow", "cancel", w.ID)
+		if !strings.HasPrefix(out, fmt.Sprintf("cancelled workflow %s: 1 pending step(s) dead-lettered with reason %q; 1 step(s) in their queues ", w.ID, fila.ReasonWorkflowCancelled)) ||
 			!strings.HasSuffix(out, "; 1 done and 1 dead before left as they were\n") {
 			t.Errorf("workflow cancel printed %q", out)
 		}
-		page, err := c.DeadList(ctx, w.q2, fila.DeadListParams{IDs: []string{w.msg["D"]}, Limit: 1})
+		page, err := c.DeadList(ctx, w.Q2, fila.DeadListParams{IDs: []string{w.Msg["D"]}, Limit: 1})
 		if err != nil || len(page.Letters) != 1 || page.Letters[0].Reason != fila.ReasonWorkflowCancelled {
-			t.Errorf("dead letters of %s after the cancel: %+v, %v; want step D with reason %q", w.q2, page.Letters, err, fila.ReasonWorkflowCancelled)
+			t.Errorf("dead letters of %s after the cancel: %+v, %v; want step D with reason %q", w.Q2, page.Letters, err, fila.ReasonWorkflowCancelled)
 		}
 		if err := dB.Ack(ctx); !errors.Is(err, fila.ErrCancelled) {
 			t.Errorf("ack of running step B after the cancel: %v, want ErrCancelled", err)
 		}
-		out = ok(t, "", "--url", url, "workflow", "show", w.id)
+		out = ok(t, "", "--url", url, "workflow", "show", w.ID)
 		rows = stepRows(t, out)
 		if !strings.Contains(out, "cancelled: yes\n") || rows["D"].status != "dead" || rows["D"].note != fila.ReasonWorkflowCancelled ||
 			rows["B"].status != "dead" || rows["A"].status != "done" || strings.Contains(out, "replay it") {
 			t.Errorf("workflow show after the cancel:\n%s", out)
 		}
-		if out := ok(t, "", "--url", url, "workflow", "cancel", w.id); out != "workflow "+w.id+" was cancelled already; nothing changed\n" {
+		if out := ok(t, "", "--url", url, "workflow", "cancel", w.ID); out != "workflow "+w.ID+" was cancelled already; nothing changed\n" {
 			t.Errorf("a second cancel printed %q", out)
 		}
 
 		// Delete, after the confirmation; then the id is unknown.
-		fails(t, exitError, "aborted; nothing deleted", "n\n", "--url", url, "workflow", "delete", w.id)
-		r = cli(t, "y\n", "--url", url, "workflow", "delete", w.id)
-		if r.code != 0 || r.stdout != "deleted workflow "+w.id+"\n" || !strings.Contains(r.stderr, "Delete workflow "+w.id+" (4 steps: 1 done, 3 dead) for good? [y/N]") {
+		fails(t, exitError, "aborted; nothing deleted", "n\n", "--url", url, "workflow", "delete", w.ID)
+		r = cli(t, "y\n", "--url", url, "workflow", "delete", w.ID)
+		if r.code != 0 || r.stdout != "deleted workflow "+w.ID+"\n" || !strings.Contains(r.stderr, "Delete workflow "+w.ID+" (4 steps: 1 done, 3 dead) for good? [y/N]") {
 			t.Fatalf("workflow delete: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
-		fails(t, exitError, "no workflow "+w.id+": never started, deleted, or mistyped (fila workflow list shows", "", "--url", url, "workflow", "show", w.id)
+		fails(t, exitError, "no workflow "+w.ID+": never started, deleted, or mistyped (fila workflow list shows", "", "--url", url, "workflow", "show", w.ID)
 		if !b.noQueueList {
-			if out := ok(t, "", "--url", url, "workflow", "list"); strings.Contains(out, w.id) {
-				t.Errorf("workflow list after the delete still names %s:\n%s", w.id, out)
+			if out := ok(t, "", "--url", url, "workflow", "list"); strings.Contains(out, w.ID) {
+				t.Errorf("workflow list after the delete still names %s:\n%s", w.ID, out)
 			}
 		}
 	})
