@@ -18,53 +18,12 @@ import (
 // driver publishes nothing during the give-back, and afterwards the queue
 // holds each message once.
 func TestGiveBackPublishesNothing(t *testing.T) {
-	u, err := url.Parse(testenv.RabbitMQURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("fila_buffer_idle", "50ms")
-	u.RawQuery = q.Encode()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	drv, err := Open(ctx, u, backend.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := drv.(*Driver)
-	t.Cleanup(func() { _ = d.Close() })
-	queue := fmt.Sprintf("giveback-%d", time.Now().UnixNano())
-	t.Cleanup(func() { _ = d.QueueDelete(context.Background(), queue) })
-
-	enq := func(n int) []string {
-		var ids []string
-		var msgs []backend.Message
-		for i := 0; i < n; i++ {
-			id := fmt.Sprintf("%s-%d-%d", queue, len(ids), time.Now().UnixNano())
-			ids = append(ids, id)
-			msgs = append(msgs, testMsg(id))
-		}
-		if _, err := d.Enqueue(ctx, queue, msgs); err != nil {
-			t.Fatal(err)
-		}
-		return ids
-	}
-	enq(2)
+	f := newBufferFixture(t, "50ms", "giveback")
+	d, ctx, queue, enq := f.d, f.ctx, f.queue, f.enq
 	// Receive asks for 5 and gets the 2 there are: its consumer keeps 3
 	// credits while nobody receives.
-	// (The broker may push the second after the first Receive returned:
-	// a loaded machine showed it; then the next Receive takes it.)
-	var first []backend.Delivery
-	for len(first) < 2 {
-		ds, err := d.Receive(ctx, queue, backend.ReceiveParams{Max: 5 - len(first), Lease: time.Minute})
-		if err != nil {
-			t.Fatalf("Receive after %d of 2 deliveries: %v", len(first), err)
-		}
-		first = append(first, ds...)
-	}
-	if len(first) != 2 {
-		t.Fatalf("Receive = %d deliveries; want 2", len(first))
-	}
+	enq(2)
+	f.receiveTwoAskingFive()
 	later := enq(3) // pushed into the buffer of the client that stopped receiving
 	p := d.existingPuller(queue)
 	published := d.currentSession(t).pub.seq.Load()
@@ -110,48 +69,13 @@ func TestGiveBackPublishesNothing(t *testing.T) {
 // back to the same client they show attempt 1. The ones that were handed
 // out show attempt 2: they were delivered.
 func TestLostBufferKeepsAttempts(t *testing.T) {
-	u, err := url.Parse(testenv.RabbitMQURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("fila_buffer_idle", "1m") // no give-back: the buffer stays until the connection dies
-	u.RawQuery = q.Encode()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	drv, err := Open(ctx, u, backend.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := drv.(*Driver)
-	t.Cleanup(func() { _ = d.Close() })
-	queue := fmt.Sprintf("lostbuf-%d", time.Now().UnixNano())
-	t.Cleanup(func() { _ = d.QueueDelete(context.Background(), queue) })
-	enq := func(n int) []string {
-		var ids []string
-		var msgs []backend.Message
-		for i := 0; i < n; i++ {
-			id := fmt.Sprintf("%s-%d-%d", queue, i, time.Now().UnixNano())
-			ids = append(ids, id)
-			msgs = append(msgs, testMsg(id))
-		}
-		if _, err := d.Enqueue(ctx, queue, msgs); err != nil {
-			t.Fatal(err)
-		}
-		return ids
-	}
+	f := newBufferFixture(t, "1m", "lostbuf") // no give-back: the buffer stays until the connection dies
+	d, ctx, queue, enq := f.d, f.ctx, f.queue, f.enq
 	handed := map[string]bool{}
 	for _, id := range enq(2) {
 		handed[id] = true
 	}
-	var first []backend.Delivery
-	for len(first) < 2 {
-		ds, err := d.Receive(ctx, queue, backend.ReceiveParams{Max: 5 - len(first), Lease: time.Minute})
-		if err != nil {
-			t.Fatalf("Receive after %d of 2 deliveries: %v", len(first), err)
-		}
-		first = append(first, ds...)
-	}
+	f.receiveTwoAskingFive()
 	buffered := enq(3) // pushed into the buffer: the consumer has 3 credits left
 	p := d.existingPuller(queue)
 	waitUntil(t, 10*time.Second, "three messages in the buffer", func() bool {
@@ -199,6 +123,73 @@ func TestLostBufferKeepsAttempts(t *testing.T) {
 			t.Errorf("message %s (handed out: %v) has attempt %d after the connection died; want %d", id, handed[id], got[id], a)
 		}
 	}
+}
+
+// bufferFixture is a driver opened with a given fila_buffer_idle and a
+// fresh queue, both gone when the test ends.
+type bufferFixture struct {
+	t     *testing.T
+	ctx   context.Context
+	d     *Driver
+	queue string
+}
+
+func newBufferFixture(t *testing.T, bufferIdle, prefix string) *bufferFixture {
+	t.Helper()
+	u, err := url.Parse(testenv.RabbitMQURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("fila_buffer_idle", bufferIdle)
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	drv, err := Open(ctx, u, backend.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &bufferFixture{t: t, ctx: ctx, d: drv.(*Driver), queue: fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())}
+	t.Cleanup(func() { _ = f.d.Close() })
+	t.Cleanup(func() { _ = f.d.QueueDelete(context.Background(), f.queue) })
+	return f
+}
+
+// enq enqueues n messages and returns their ids.
+func (f *bufferFixture) enq(n int) []string {
+	f.t.Helper()
+	var ids []string
+	var msgs []backend.Message
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("%s-%d-%d", f.queue, i, time.Now().UnixNano())
+		ids = append(ids, id)
+		msgs = append(msgs, testMsg(id))
+	}
+	if _, err := f.d.Enqueue(f.ctx, f.queue, msgs); err != nil {
+		f.t.Fatal(err)
+	}
+	return ids
+}
+
+// receiveTwoAskingFive receives the queue's two messages with Receive calls
+// asking for five, so that the consumer keeps three credits for messages
+// enqueued next: they go to its buffer. (The broker may push the second
+// after the first Receive returned, as a loaded machine showed; the next
+// Receive takes it.)
+func (f *bufferFixture) receiveTwoAskingFive() []backend.Delivery {
+	f.t.Helper()
+	var first []backend.Delivery
+	for len(first) < 2 {
+		ds, err := f.d.Receive(f.ctx, f.queue, backend.ReceiveParams{Max: 5 - len(first), Lease: time.Minute})
+		if err != nil {
+			f.t.Fatalf("Receive after %d of 2 deliveries: %v", len(first), err)
+		}
+		first = append(first, ds...)
+	}
+	if len(first) != 2 {
+		f.t.Fatalf("Receive = %d deliveries; want 2", len(first))
+	}
+	return first
 }
 
 // currentSession returns the driver's live connection.
