@@ -201,8 +201,7 @@ func (c *ctlChan) run(ctx context.Context, conn *amqp.Connection, fn func(ch *am
 		}
 		done <- result{ch, fn(ch)}
 	}()
-	select {
-	case r := <-done:
+	finish := func(r result) error {
 		c.ch = r.ch
 		var ae *amqp.Error
 		if errors.As(r.err, &ae) {
@@ -214,7 +213,16 @@ func (c *ctlChan) run(ctx context.Context, conn *amqp.Connection, fn func(ch *am
 			c.ch = nil
 		}
 		return r.err
+	}
+	select {
+	case r := <-done:
+		return finish(r)
 	case <-ctx.Done():
+		select {
+		case r := <-done: // answered as ctx ended: the outcome is known
+			return finish(r)
+		default:
+		}
 		c.ch = nil
 		go func() {
 			if r := <-done; r.ch != nil {
