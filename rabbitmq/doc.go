@@ -19,7 +19,10 @@
 // unreachable broker fails there with fila.ErrUnavailable, refused
 // credentials (ACCESS_REFUSED, a failed login, a vhost the user may not
 // use) with fila.ErrAccessDenied. Afterwards the driver reconnects by
-// itself, with backoff, and declares again what it needs.
+// itself, with backoff, and declares again what it needs. A call returns
+// when its context ends even if the broker answers heartbeats but not the
+// call (an overloaded cluster can leave a quorum queue's declare
+// unanswered): give calls a deadline.
 //
 // # URL parameters
 //
