@@ -19,10 +19,12 @@
 // unreachable broker fails there with fila.ErrUnavailable, refused
 // credentials (ACCESS_REFUSED, a failed login, a vhost the user may not
 // use) with fila.ErrAccessDenied. Afterwards the driver reconnects by
-// itself, with backoff, and declares again what it needs. A call returns
-// when its context ends even if the broker answers heartbeats but not the
-// call (an overloaded cluster can leave a quorum queue's declare
-// unanswered): give calls a deadline.
+// itself, with backoff, and declares again what it needs. Declares,
+// deletes, binds and mark probes return when their call's context ends even
+// if the broker answers heartbeats but not them (an overloaded cluster can
+// leave a quorum queue's declare unanswered): give calls a deadline. A
+// dead-letter scan's or a level queue's basic.get, and a consumer's start,
+// still wait for the broker's answer or the connection's end.
 //
 // # URL parameters
 //
