@@ -299,6 +299,49 @@ func drain(t *testing.T, c *fila.Client, queue string, n int, within time.Durati
 	return got
 }
 
+// drainSteady is drain for a backlog whose size, not speed, is the point:
+// it fails only when idle passes with no delivery (or an ack takes that
+// long), so a slow server that keeps delivering passes, and one that stops
+// does not. (A bound of 20 ms per message failed on FerretDB, a stand-in
+// on SQLite, draining 300 topic copies beside the rest of the suite.)
+func drainSteady(t *testing.T, c *fila.Client, queue string, n int, idle time.Duration) map[string]*fila.Delivery {
+	t.Helper()
+	got := map[string]*fila.Delivery{}
+	last := time.Now() // of the last delivery
+	for len(got) < n {
+		left := idle - time.Since(last)
+		if left <= 0 {
+			t.Fatalf("drain %s: have %d of %d messages, none for %v", queue, len(got), n, idle)
+		}
+		ctx := ctxTimeout(t, left)
+		ds, err := c.Receive(ctx, queue, fila.ReceiveParams{Max: 100, Lease: 30 * time.Second})
+		if errors.Is(err, fila.ErrUnavailable) && ctx.Err() == nil {
+			t.Logf("drain %s: have %d of %d messages; retrying after: %v", queue, len(got), n, err)
+			select { // a consumer's backoff, not a wait for a condition
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("drain %s: have %d of %d messages, none for %v: %v", queue, len(got), n, idle, err)
+		}
+		if len(ds) > 0 {
+			last = time.Now()
+		}
+		for _, d := range ds {
+			if _, dup := got[d.ID]; dup {
+				t.Errorf("drain %s: message %s delivered twice", queue, d.ID)
+			}
+			got[d.ID] = d
+		}
+		if err := c.AckBatch(ctxTimeout(t, idle), ds); err != nil {
+			t.Fatalf("AckBatch: %v", err)
+		}
+	}
+	return got
+}
+
 func wantErr(t *testing.T, what string, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {

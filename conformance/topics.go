@@ -193,13 +193,13 @@ func (s *suite) testTopicSlowSubscription(t *testing.T) {
 		want = append(want, publish(t, c, topic, 2, msgs...)...)
 		sent += k
 	}
-	got := drain(t, c, fast, n, time.Duration(n)*20*time.Millisecond+30*time.Second)
+	got := drainSteady(t, c, fast, n, 30*time.Second)
 	for _, id := range want {
 		if got[fila.CopyID(id, fast)] == nil {
 			t.Fatalf("the fast subscription lacks the copy of %s", id)
 		}
 	}
-	got = drain(t, c, slow, n, time.Duration(n)*20*time.Millisecond+30*time.Second)
+	got = drainSteady(t, c, slow, n, 30*time.Second)
 	for _, id := range want {
 		if got[fila.CopyID(id, slow)] == nil {
 			t.Fatalf("the slow subscription lost the copy of %s", id)
